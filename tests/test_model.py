@@ -1,0 +1,56 @@
+import pytest
+import torch
+
+from vitviz.model import PRESETS, ViT, ViTConfig, make_config
+
+
+def test_fused_equals_explicit_attention(tiny_model):
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        fast = tiny_model(x)
+        slow, attn = tiny_model(x, return_attention=True)
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
+    cfg = tiny_model.config
+    N = 1 + cfg.num_patches
+    assert attn.shape == (3, cfg.depth, cfg.num_heads, N, N)
+    torch.testing.assert_close(attn.sum(-1), torch.ones(3, cfg.depth, cfg.num_heads, N), atol=1e-5, rtol=0)
+
+
+def test_presets_build_and_seed_matches_tutorial():
+    seed = make_config("seed")
+    assert (seed.image_size, seed.patch_size, seed.embed_dim, seed.depth, seed.num_heads) == (32, 4, 256, 4, 4)
+    assert int(seed.embed_dim * seed.mlp_ratio) == 128
+    for name in PRESETS:
+        cfg = make_config(name)
+        m = ViT(cfg)
+        x = torch.randn(2, cfg.in_chans, cfg.image_size, cfg.image_size)
+        assert m(x).shape == (2, cfg.num_classes)
+
+
+def test_mnist_preset_is_a_7x7_grid():
+    cfg = make_config("mnist")
+    assert (cfg.image_size, cfg.patch_size, cfg.grid_size, cfg.in_chans) == (28, 4, 7, 1)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError):
+        ViTConfig(image_size=30, patch_size=4)
+    with pytest.raises(ValueError):
+        ViTConfig(embed_dim=100, num_heads=3)
+    with pytest.raises(ValueError):
+        make_config("nope")
+    with pytest.raises(ValueError):
+        ViTConfig.from_dict({"embed_dim": 64, "bogus": 1})
+
+
+def test_no_attention_kept_on_modules(tiny_model):
+    x = torch.randn(1, 3, 32, 32)
+    before = {k: set(vars(m)) for k, m in tiny_model.named_modules()}
+    tiny_model(x, return_attention=True)
+    after = {k: set(vars(m)) for k, m in tiny_model.named_modules()}
+    assert before == after
+
+
+def test_logits_not_softmax(tiny_model):
+    out = tiny_model(torch.randn(4, 3, 32, 32))
+    assert not torch.allclose(out.exp().sum(-1), torch.ones(4))

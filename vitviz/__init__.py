@@ -1,0 +1,7 @@
+"""vitviz: see how a Vision Transformer sees."""
+from .data import preprocess
+from .model import PRESETS, ViT, ViTConfig, make_config
+from .hub import load_model
+
+__all__ = ["ViT", "ViTConfig", "PRESETS", "make_config", "load_model", "preprocess"]
+__version__ = "0.1.0"

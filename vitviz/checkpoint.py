@@ -1,0 +1,185 @@
+"""Checkpoints: safetensors weights plus a JSON file; loading runs no code.
+
+A checkpoint is a pair of files with one stem, ``NAME.safetensors`` and
+``NAME.json``. The JSON holds the model config, class names, normalisation,
+the data set, the training config and the metrics. A training run also keeps
+``NAME.state.safetensors`` (optimizer moments and RNG) so ``--resume`` can go on.
+Every file is written to a temporary name and renamed, so a run killed at any
+moment leaves the previous checkpoint whole.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .model import ViT, ViTConfig
+
+FORMAT = "vitviz-checkpoint"
+VERSION = 1
+MAX_JSON_BYTES = 1_000_000
+MAX_WEIGHTS_BYTES = 400_000_000
+
+
+class CheckpointError(ValueError):
+    """The files are not a valid vitviz checkpoint; the message names what is wrong."""
+
+
+def paths(path: str | os.PathLike) -> tuple[Path, Path]:
+    """(weights, json) for a checkpoint given by its stem, its .safetensors or its .json path."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "model"
+    if p.suffix in (".safetensors", ".json"):
+        p = p.with_suffix("")
+    return p.with_suffix(".safetensors"), p.with_suffix(".json")
+
+
+def _atomic_write(path: Path, write):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_json(path: Path, obj: dict):
+    _atomic_write(path, lambda t: t.write_text(json.dumps(obj, indent=2) + "\n"))
+
+
+def model_meta(model: ViT, **extra) -> dict:
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": model.config.to_dict(),
+        "classes": list(model.classes),
+        "normalization": {"mean": list(model.mean), "std": list(model.std)},
+        "dataset": getattr(model, "dataset", None),
+    }
+    meta.update(extra)
+    return meta
+
+
+def save(path, model: ViT, train_config: dict | None = None, metrics: dict | None = None,
+         history: list | None = None, state: dict[str, torch.Tensor] | None = None) -> Path:
+    """Write weights and JSON (and the resume state, when given); returns the weights path.
+
+    The JSON is written last: a pair whose JSON is there is complete.
+    """
+    wpath, jpath = paths(path)
+    tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
+    _atomic_write(wpath, lambda t: save_file(tensors, str(t), metadata={"format": FORMAT}))
+    if state is not None:
+        spath = wpath.with_suffix(".state.safetensors")
+        _atomic_write(spath, lambda t: save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(t)))
+    meta = model_meta(model, train=train_config or {}, metrics=metrics or {}, history=history or [])
+    _write_json(jpath, meta)
+    return wpath
+
+
+def read_meta(path) -> dict:
+    _, jpath = paths(path)
+    if not jpath.exists():
+        raise CheckpointError(f"missing {jpath.name}: a checkpoint needs its JSON file beside the weights")
+    if jpath.stat().st_size > MAX_JSON_BYTES:
+        raise CheckpointError(f"{jpath.name} is too large to be a checkpoint description")
+    try:
+        meta = json.loads(jpath.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{jpath.name} is not valid JSON ({e.__class__.__name__})") from None
+    return validate_meta(meta)
+
+
+def validate_meta(meta) -> dict:
+    if not isinstance(meta, dict):
+        raise CheckpointError("the checkpoint JSON must be an object")
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"the JSON is not a vitviz checkpoint (its 'format' is {meta.get('format')!r})")
+    if not isinstance(meta.get("model"), dict):
+        raise CheckpointError("the checkpoint JSON has no 'model' config")
+    try:
+        cfg = ViTConfig.from_dict(meta["model"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"the model config is invalid: {e}") from None
+    if max(cfg.depth, cfg.num_heads) > 64 or cfg.embed_dim > 4096 or cfg.image_size > 1024 or cfg.num_classes > 100_000:
+        raise CheckpointError("the model config is implausibly large")
+    classes = meta.get("classes")
+    if not (isinstance(classes, list) and len(classes) == cfg.num_classes and all(isinstance(c, str) for c in classes)):
+        raise CheckpointError(f"'classes' must list {cfg.num_classes} names")
+    norm = meta.get("normalization", {})
+    for key in ("mean", "std"):
+        v = norm.get(key) if isinstance(norm, dict) else None
+        if not (isinstance(v, list) and len(v) == cfg.in_chans and all(isinstance(t, (int, float)) for t in v)):
+            raise CheckpointError(f"normalization.{key} must list {cfg.in_chans} numbers")
+    if any(s <= 0 for s in norm["std"]):
+        raise CheckpointError("normalization.std must be positive")
+    return meta
+
+
+def build(meta: dict, tensors: dict[str, torch.Tensor] | None = None, device="cpu") -> ViT:
+    """A model from validated metadata and (optionally) its weights, in eval mode."""
+    model = ViT(ViTConfig.from_dict(meta["model"]), classes=meta["classes"])
+    model.mean = tuple(float(v) for v in meta["normalization"]["mean"])
+    model.std = tuple(float(v) for v in meta["normalization"]["std"])
+    model.dataset = meta.get("dataset")
+    model.meta = meta
+    if tensors is not None:
+        expected = model.state_dict()
+        missing = sorted(set(expected) - set(tensors))
+        extra = sorted(set(tensors) - set(expected))
+        if missing or extra:
+            raise CheckpointError(
+                "the weights do not match the config"
+                + (f"; missing: {', '.join(missing[:4])}" if missing else "")
+                + (f"; unexpected: {', '.join(extra[:4])}" if extra else "")
+            )
+        for k, v in tensors.items():
+            if v.shape != expected[k].shape:
+                raise CheckpointError(f"weight {k} has shape {tuple(v.shape)}, the config needs {tuple(expected[k].shape)}")
+            if not v.is_floating_point():
+                raise CheckpointError(f"weight {k} is not a floating-point tensor")
+            if not torch.isfinite(v).all():
+                raise CheckpointError(f"weight {k} contains NaN or infinite values")
+        model.load_state_dict({k: v.float() for k, v in tensors.items()})
+    return model.to(device).eval()
+
+
+def load_tensors(wpath: Path) -> dict[str, torch.Tensor]:
+    if not wpath.exists():
+        raise CheckpointError(f"missing {wpath.name}: a checkpoint needs its .safetensors weights")
+    if wpath.stat().st_size > MAX_WEIGHTS_BYTES:
+        raise CheckpointError(f"{wpath.name} is too large")
+    try:
+        return load_file(str(wpath))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{wpath.name} is not a valid safetensors file ({str(e)[:120]})") from None
+
+
+def load(path, device="cpu") -> ViT:
+    """Load a checkpoint (its stem, .safetensors or .json path) into an eval-mode ViT."""
+    wpath, _ = paths(path)
+    meta = read_meta(path)
+    return build(meta, load_tensors(wpath), device)
+
+
+def load_pair(weights_file, json_file, device="cpu") -> ViT:
+    """Load from two separately named files (uploads keep their own names)."""
+    try:
+        text = Path(json_file).read_bytes()
+        if len(text) > MAX_JSON_BYTES:
+            raise CheckpointError("the JSON file is too large to be a checkpoint description")
+        meta = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise CheckpointError("the JSON file is not valid JSON") from None
+    return build(validate_meta(meta), load_tensors(Path(weights_file)), device)
+
+
+def load_state(path) -> dict[str, torch.Tensor] | None:
+    spath = paths(path)[0].with_suffix(".state.safetensors")
+    return load_file(str(spath)) if spath.exists() else None

@@ -1,0 +1,41 @@
+"""Test accuracy of a checkpoint.
+
+    python -m vitviz.evaluate --checkpoint checkpoints/cifar10/model --data ../shared/data
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from . import checkpoint
+from .data import DataUnavailable, load_dataset
+from .hub import load_model
+from .train import evaluate, pick_device
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m vitviz.evaluate", description="Report a checkpoint's test accuracy.")
+    p.add_argument("--checkpoint", default=None, help="checkpoint stem or file; 'cifar10' or 'mnist' for a shipped model")
+    p.add_argument("--data", help="zip or folder with train/ and test/ (default: $VITVIZ_DATA, else download)")
+    p.add_argument("--split", choices=["test", "val"], default="test")
+    p.add_argument("--device", default="auto")
+    a = p.parse_args(argv)
+    device = pick_device(a.device)
+    try:
+        model = load_model(a.checkpoint, device=str(device))
+        name = model.dataset or ("mnist" if model.config.in_chans == 1 else "cifar10")
+        data = load_dataset(name, a.data)
+    except (checkpoint.CheckpointError, DataUnavailable, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    split = data.test if a.split == "test" else data.val
+    t = time.perf_counter()
+    loss, acc = evaluate(model, split, device)
+    print(f"{name} {a.split} accuracy {acc:.4f} ({round(acc * len(split))}/{len(split)}), loss {loss:.4f}, "
+          f"{len(split) / (time.perf_counter() - t):.0f} images/s on {device}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""Where models come from: the shipped checkpoints, torchvision's ViT-B/16, or a checkpoint path."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import checkpoint
+
+CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
+SHIPPED = {"cifar10": CHECKPOINTS / "cifar10" / "model", "mnist": CHECKPOINTS / "mnist" / "model"}
+
+
+def load_model(path: str | Path | None = None, device: str = "cpu", pretrained: bool = True):
+    """Load a model in eval mode, with `.config` (a ViTConfig) and `.classes` (class names).
+
+    path None or "cifar10": the shipped CIFAR-10 model; "mnist": the shipped MNIST model;
+    "vit_b_16": torchvision's ImageNet ViT-B/16 (`pretrained=False` builds it randomly
+    initialised, with no download); anything else: the checkpoint at that path.
+    """
+    key = "cifar10" if path is None else str(path)
+    if key == "vit_b_16":
+        from .tv_vit import load_vit_b_16
+
+        return load_vit_b_16(pretrained=pretrained, device=device)
+    if key in SHIPPED:
+        return checkpoint.load(SHIPPED[key], device)
+    return checkpoint.load(path, device)

@@ -1,0 +1,214 @@
+"""What the ViT attends to: pure functions, tensors in and tensors out.
+
+Shapes: B images, L layers, H heads, N = 1 + P tokens (CLS first), P patches
+on a g x g grid. Every function here works on our ViT and on torchvision's
+VisionTransformer (through vitviz.tv_vit's adapter).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def _adapter(model):
+    """(forward_intermediates, pos_embed, patch weights, patch size) of a supported model."""
+    from .tv_vit import TorchvisionAdapter, is_torchvision_vit
+
+    return TorchvisionAdapter(model) if is_torchvision_vit(model) else model
+
+
+class _eval_mode:
+    """Put a module in eval mode for a block and restore its previous mode afterwards."""
+
+    def __init__(self, model):
+        self.model, self.was = model, model.training
+
+    def __enter__(self):
+        self.model.eval()
+
+    def __exit__(self, *exc):
+        self.model.train(self.was)
+
+
+def forward_with_attention(model, x: torch.Tensor, grad: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(logits (B, C), [L x (B, H, N, N)]) in eval mode. With grad=True the attention stays in the graph."""
+    m = _adapter(model)
+    with _eval_mode(model), torch.set_grad_enabled(grad):
+        out = m.forward_intermediates(x, return_attention=True)
+    return out["logits"], out["attn"]
+
+
+def attention_maps(model, x: torch.Tensor) -> torch.Tensor:
+    """Softmax attention of every layer and head: (B, L, H, N, N). Leaves the model as it was."""
+    if x.ndim != 4:
+        raise ValueError(f"expected a (B, C, H, W) batch, got shape {tuple(x.shape)}")
+    _, attn = forward_with_attention(model, x)
+    return torch.stack(attn, dim=1).float()
+
+
+def fuse_heads(attn: torch.Tensor, head_fusion: str = "mean") -> torch.Tensor:
+    """(..., H, N, N) -> (..., N, N) by the mean, max or min over heads."""
+    if head_fusion == "mean":
+        return attn.mean(-3)
+    if head_fusion == "max":
+        return attn.amax(-3)
+    if head_fusion == "min":
+        return attn.amin(-3)
+    raise ValueError(f"head_fusion must be mean, max or min, not {head_fusion!r}")
+
+
+def attention_rollout(attn: torch.Tensor, head_fusion: str = "mean", discard_ratio: float = 0.0,
+                      all_layers: bool = False) -> torch.Tensor:
+    """Attention rollout (Abnar & Zuidema, 2020): (B, L, H, N, N) -> (B, N, N), or (B, L, N, N) with all_layers.
+
+    Per layer: fuse the heads; zero the weakest `discard_ratio` of the fused weights
+    (never a weight on the CLS token, column 0); add the identity for the residual
+    path; renormalise each row to sum to 1; then multiply through the layers,
+    R_l = A_l @ R_{l-1}. Every row of the result sums to 1.
+    """
+    if attn.ndim != 5:
+        raise ValueError(f"expected (B, L, H, N, N) attention, got shape {tuple(attn.shape)}")
+    if not 0.0 <= discard_ratio <= 1.0:
+        raise ValueError("discard_ratio must be between 0 and 1")
+    B, L, H, N, _ = attn.shape
+    a = fuse_heads(attn.float(), head_fusion)  # (B, L, N, N)
+    if discard_ratio > 0:
+        flat = a.flatten(2)  # (B, L, N*N)
+        protected = torch.zeros(N, N, dtype=torch.bool, device=a.device)
+        protected[:, 0] = True  # weights on the CLS token are kept
+        ranked = flat.masked_fill(protected.flatten(), float("inf"))
+        k = min(int(N * N * discard_ratio), N * N - N)
+        if k > 0:
+            _, drop = ranked.topk(k, dim=-1, largest=False)
+            flat = flat.scatter(-1, drop, 0.0)
+        a = flat.view(B, L, N, N)
+    eye = torch.eye(N, device=a.device, dtype=a.dtype)
+    a = a + eye
+    a = a / a.sum(-1, keepdim=True)
+    result = eye.expand(B, N, N)
+    layers = []
+    for layer in range(L):
+        result = a[:, layer] @ result  # (B, N, N)
+        layers.append(result)
+    return torch.stack(layers, dim=1) if all_layers else result
+
+
+def _targets(logits: torch.Tensor, target) -> torch.Tensor:
+    B = logits.shape[0]
+    if target is None:
+        return logits.argmax(-1)
+    t = torch.as_tensor(target, device=logits.device, dtype=torch.long)
+    t = t.expand(B) if t.ndim == 0 else t
+    if t.shape != (B,):
+        raise ValueError(f"target must be an int or a ({B},) tensor")
+    if (t < 0).any() or (t >= logits.shape[-1]).any():
+        raise ValueError(f"target class out of range 0..{logits.shape[-1] - 1}")
+    return t
+
+
+def gradient_rollout(model, x: torch.Tensor, target=None) -> torch.Tensor:
+    """Class-specific relevance (Chefer, Gur & Wolf, ICCV 2021): (B, C, H, W) -> (B, P).
+
+    Per layer A_bar = mean over heads of max(0, dy_t/dA * A); R starts at the
+    identity and R <- R + A_bar @ R; the map is R[CLS, patches]. `target` None
+    means the predicted class; an int or a (B,) tensor picks the class.
+    """
+    logits, attns = forward_with_attention(model, x, grad=True)
+    t = _targets(logits, target)
+    score = logits.gather(1, t[:, None]).sum()
+    return _relevance(attns, torch.autograd.grad(score, attns))
+
+
+def _relevance(attns: list[torch.Tensor], grads: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """R[CLS, patches] (B, P) from per-layer attention and its gradient."""
+    B, _, N, _ = attns[0].shape
+    R = torch.eye(N, device=attns[0].device).expand(B, N, N)
+    for a, g in zip(attns, grads):
+        a_bar = (g.float() * a.detach().float()).clamp(min=0).mean(1)  # (B, N, N)
+        R = R + a_bar @ R
+    return R[:, 0, 1:].detach()
+
+
+def grid_side(num_patches: int) -> int:
+    g = math.isqrt(num_patches)
+    if g * g != num_patches:
+        raise ValueError(f"{num_patches} patches do not form a square grid")
+    return g
+
+
+def patch_centers(g: int, patch_size: float, device=None) -> torch.Tensor:
+    """(P, 2) pixel coordinates (row, col) of the patch centres, row-major."""
+    idx = torch.arange(g, device=device, dtype=torch.float32)
+    rr, cc = torch.meshgrid(idx, idx, indexing="ij")
+    return (torch.stack([rr.flatten(), cc.flatten()], -1) + 0.5) * patch_size
+
+
+def mean_attention_distance(attn: torch.Tensor, patch_size: float) -> torch.Tensor:
+    """(B, L, H, N, N) -> (L, H): attention-weighted distance in pixels from each query patch to the
+    key patches (CLS left out, weights renormalised over patches), averaged over queries and images
+    (the ViT paper's Figure 7, right)."""
+    P = attn.shape[-1] - 1
+    g = grid_side(P)
+    c = patch_centers(g, patch_size, attn.device)
+    dist = torch.cdist(c, c)  # (P, P)
+    w = attn[..., 1:, 1:].float()
+    w = w / w.sum(-1, keepdim=True).clamp_min(1e-12)
+    return (w * dist).sum(-1).mean(dim=(0, -1))  # (B, L, H, P) -> (L, H)
+
+
+def pos_embed_similarity(model) -> torch.Tensor:
+    """(P, P) cosine similarity between the patch positions' learned embeddings (CLS left out)."""
+    pe = _adapter(model).pos_embed.detach()[0, 1:].float()  # (P, D)
+    pe = pe / pe.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return (pe @ pe.T).clamp(-1, 1)
+
+
+def patch_embed_components(model, k: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k principal components of the patch-embedding filters (Figure 7, left).
+
+    Returns (components (k, C, p, p), each scaled to [0, 1] for display; explained variance ratio (k,)).
+    """
+    w = _adapter(model).patch_embed.proj.weight.detach().float()  # (D, C, p, p)
+    D = w.shape[0]
+    flat = w.reshape(D, -1)
+    flat = flat - flat.mean(0, keepdim=True)
+    _, s, vh = torch.linalg.svd(flat, full_matrices=False)
+    k = max(1, min(k, vh.shape[0]))
+    comps = vh[:k].reshape(k, *w.shape[1:])
+    lo = comps.flatten(1).amin(1).view(k, 1, 1, 1)
+    hi = comps.flatten(1).amax(1).view(k, 1, 1, 1)
+    var = s ** 2
+    return (comps - lo) / (hi - lo).clamp_min(1e-12), (var[:k] / var.sum().clamp_min(1e-12))
+
+
+def cls_attention(attn: torch.Tensor) -> torch.Tensor:
+    """(B, L, H, N, N) -> (B, L, H, P): what the CLS token attends to in each layer and head."""
+    return attn[..., 0, 1:]
+
+
+def patch_attention(attn: torch.Tensor, patch: int) -> torch.Tensor:
+    """(B, L, H, N, N) -> (B, L, H, P): attention from patch `patch` (0-based, row-major) to every patch."""
+    P = attn.shape[-1] - 1
+    if not 0 <= patch < P:
+        raise ValueError(f"patch must be in 0..{P - 1}")
+    return attn[..., 1 + patch, 1:]
+
+
+def explain(model, x: torch.Tensor, head_fusion: str = "mean", discard_ratio: float = 0.0, target=None) -> dict:
+    """Everything the Explore view draws for a batch, in one call:
+    logits, attention (B, L, H, N, N), rollout per layer (B, L, N, N), gradient rollout (B, P),
+    mean attention distance (L, H)."""
+    logits, attns = forward_with_attention(model, x, grad=True)
+    attn = torch.stack([a.detach() for a in attns], 1).float()
+    t = _targets(logits, target)
+    grads = torch.autograd.grad(logits.gather(1, t[:, None]).sum(), attns)
+    patch = getattr(getattr(model, "config", None), "patch_size", None) or _adapter(model).patch_size
+    return {
+        "logits": logits.detach().float(),
+        "target": t,
+        "attn": attn,
+        "rollout": attention_rollout(attn, head_fusion, discard_ratio, all_layers=True),
+        "grad_rollout": _relevance(attns, grads),
+        "distance": mean_attention_distance(attn, patch),
+    }

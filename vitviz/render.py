@@ -1,0 +1,226 @@
+"""Arrays in, pictures out; never calls the model.
+
+Maps are drawn with matplotlib colormaps applied as lookup tables (fast enough
+for an interactive page); plots are built on matplotlib.figure.Figure, never on
+pyplot's global state. Pictures are uint8 numpy arrays (H, W, 3) or PIL images.
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import numpy as np
+import torch
+import torch.nn.functional as F
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from PIL import Image, ImageDraw, ImageFont
+
+BG = (255, 255, 255)
+HIGHLIGHT = (0, 230, 255)
+
+
+def _np(a) -> np.ndarray:
+    return a.detach().cpu().float().numpy() if torch.is_tensor(a) else np.asarray(a, dtype=np.float32)
+
+
+def font(size: int = 12):
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1
+        return ImageFont.load_default()
+
+
+def colorize(m, cmap: str = "inferno", vmin: float | None = None, vmax: float | None = None) -> np.ndarray:
+    """A 2-D map -> uint8 RGB through a matplotlib colormap; the range defaults to the map's own."""
+    a = _np(m)
+    lo = float(np.nanmin(a)) if vmin is None else vmin
+    hi = float(np.nanmax(a)) if vmax is None else vmax
+    t = np.clip((a - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
+    lut = (matplotlib.colormaps[cmap](np.linspace(0, 1, 256))[:, :3] * 255).astype(np.uint8)
+    return lut[(np.nan_to_num(t) * 255).astype(np.uint8)]
+
+
+def upsample(m, size: int, mode: str = "bilinear") -> np.ndarray:
+    """(h, w) -> (size, size), nearest (honest patches) or bilinear (smooth)."""
+    if mode not in ("nearest", "bilinear"):
+        raise ValueError("mode must be nearest or bilinear")
+    t = torch.as_tensor(_np(m))[None, None]
+    kw = {"align_corners": False} if mode == "bilinear" else {}
+    return F.interpolate(t, size=(size, size), mode=mode, **kw)[0, 0].numpy()
+
+
+def to_rgb(pixels: np.ndarray) -> np.ndarray:
+    p = np.asarray(pixels)
+    if p.ndim == 2:
+        p = p[:, :, None]
+    return np.repeat(p, 3, axis=2) if p.shape[2] == 1 else p[:, :, :3]
+
+
+def enlarge(pixels: np.ndarray, size: int = 256) -> np.ndarray:
+    """The model's input (h, w, C) uint8, enlarged with nearest neighbours to (size, size, 3)."""
+    p = to_rgb(pixels)
+    return np.asarray(Image.fromarray(p).resize((size, size), Image.NEAREST))
+
+
+def overlay(pixels: np.ndarray, heat, size: int = 256, cmap: str = "inferno", alpha: float = 0.6,
+            mode: str = "bilinear", vmin=None, vmax=None) -> np.ndarray:
+    """A (g, g) map drawn over the enlarged image with the given alpha."""
+    base = enlarge(pixels, size).astype(np.float32)
+    h = upsample(heat, size, mode)
+    col = colorize(h, cmap, vmin, vmax).astype(np.float32)
+    return np.clip((1 - alpha) * base + alpha * col, 0, 255).astype(np.uint8)
+
+
+def draw_grid(img: np.ndarray | Image.Image, grid: int, numbers: bool = True, highlight: int | None = None,
+              color=(255, 255, 255)) -> Image.Image:
+    """Patch grid lines over a square picture, each patch numbered (row-major, from 0), one highlighted."""
+    im = (img if isinstance(img, Image.Image) else Image.fromarray(np.asarray(img))).convert("RGB")
+    d = ImageDraw.Draw(im)
+    S = im.width
+    step = S / grid
+    for i in range(1, grid):
+        x = round(i * step)
+        d.line([(x, 0), (x, S)], fill=color, width=1)
+        d.line([(0, x), (S, x)], fill=color, width=1)
+    if numbers and step >= 14:
+        f = font(max(8, min(14, int(step / 3))))
+        for k in range(grid * grid):
+            r, c = divmod(k, grid)
+            x, y = c * step + 2, r * step + 1
+            d.text((x, y), str(k), fill=(255, 255, 255), font=f, stroke_width=2, stroke_fill=(0, 0, 0))
+    if highlight is not None and 0 <= highlight < grid * grid:
+        r, c = divmod(highlight, grid)
+        d.rectangle([c * step, r * step, (c + 1) * step - 1, (r + 1) * step - 1], outline=HIGHLIGHT, width=3)
+    return im
+
+
+def tile(images: list[list[np.ndarray]], row_labels=None, col_labels=None, pad: int = 3,
+         label_size: int = 12) -> np.ndarray:
+    """A rows x cols grid of equally sized RGB tiles with optional labels on the left and on top."""
+    rows, cols = len(images), max(len(r) for r in images)
+    h, w = images[0][0].shape[:2]
+    left = 62 if row_labels else 0
+    top = 18 if col_labels else 0
+    H = top + rows * (h + pad) + pad
+    W = left + cols * (w + pad) + pad
+    canvas = Image.new("RGB", (W, H), BG)
+    for r, row in enumerate(images):
+        for c, t in enumerate(row):
+            canvas.paste(Image.fromarray(to_rgb(t)), (left + pad + c * (w + pad), top + pad + r * (h + pad)))
+    d = ImageDraw.Draw(canvas)
+    f = font(label_size)
+    for r, lab in enumerate(row_labels or []):
+        d.text((4, top + pad + r * (h + pad) + h // 2 - 7), lab, fill=(40, 40, 40), font=f)
+    for c, lab in enumerate(col_labels or []):
+        d.text((left + pad + c * (w + pad) + 2, 2), lab, fill=(40, 40, 40), font=f)
+    return np.asarray(canvas)
+
+
+def layer_head_grid(pixels: np.ndarray, maps, tile_size: int = 72, cmap: str = "inferno", alpha: float = 0.7,
+                    mode: str = "nearest") -> np.ndarray:
+    """(L, H, g, g) per-head maps over the image, one row per layer and one column per head."""
+    m = _np(maps)
+    L, H = m.shape[:2]
+    rows = [[overlay(pixels, m[i, j], tile_size, cmap, alpha, mode) for j in range(H)] for i in range(L)]
+    return tile(rows, [f"layer {i + 1}" for i in range(L)], [f"head {j + 1}" for j in range(H)])
+
+
+def layer_strip(pixels: np.ndarray, maps, tile_size: int = 96, cmap: str = "inferno", alpha: float = 0.6,
+                mode: str = "bilinear", prefix: str = "up to layer") -> np.ndarray:
+    """(L, g, g) maps side by side, labelled by layer: rollout building with depth."""
+    m = _np(maps)
+    return tile([[overlay(pixels, m[i], tile_size, cmap, alpha, mode) for i in range(len(m))]],
+                col_labels=[f"{prefix} {i + 1}" for i in range(len(m))])
+
+
+def pos_similarity_tiles(sim, tile_size: int = 40, pad: int = 2, cmap: str = "viridis",
+                         highlight: int | None = None) -> np.ndarray:
+    """(P, P) similarities as the ViT paper's Figure 7 (centre): for each position on the g x g grid,
+    a small g x g map of its similarity to every other position, on a shared -1..1 scale."""
+    s = _np(sim)
+    g = math.isqrt(s.shape[0])
+    H = g * (tile_size + pad) + pad
+    canvas = Image.new("RGB", (H, H), BG)
+    for k in range(g * g):
+        t = colorize(s[k].reshape(g, g), cmap, -1.0, 1.0)
+        im = Image.fromarray(t).resize((tile_size, tile_size), Image.NEAREST)
+        r, c = divmod(k, g)
+        canvas.paste(im, (pad + c * (tile_size + pad), pad + r * (tile_size + pad)))
+    if highlight is not None and 0 <= highlight < g * g:
+        r, c = divmod(highlight, g)
+        x, y = pad + c * (tile_size + pad), pad + r * (tile_size + pad)
+        ImageDraw.Draw(canvas).rectangle([x - 2, y - 2, x + tile_size + 1, y + tile_size + 1], outline=(255, 60, 60), width=2)
+    return np.asarray(canvas)
+
+
+def similarity_map(sim, position: int, size: int = 256, cmap: str = "viridis") -> np.ndarray:
+    """One position's similarity to all others, large, with that position outlined."""
+    s = _np(sim)
+    g = math.isqrt(s.shape[0])
+    img = colorize(upsample(s[position].reshape(g, g), size, "nearest"), cmap, -1.0, 1.0)
+    return np.asarray(draw_grid(img, g, numbers=False, highlight=position, color=(60, 60, 60)))
+
+
+def components_image(comps, tile_size: int = 48, cols: int = 8) -> np.ndarray:
+    """(k, C, p, p) components in [0, 1] -> a grid of small pictures (the ViT paper's Figure 7, left)."""
+    c = _np(comps)
+    tiles = []
+    for comp in c:
+        arr = (np.transpose(comp, (1, 2, 0)) * 255).astype(np.uint8)
+        tiles.append(np.asarray(Image.fromarray(to_rgb(arr)).resize((tile_size, tile_size), Image.NEAREST)))
+    rows = [tiles[i:i + cols] for i in range(0, len(tiles), cols)]
+    while len(rows[-1]) < cols and len(rows) > 1:
+        rows[-1].append(np.full_like(tiles[0], 255))
+    return tile(rows)
+
+
+def figure_to_array(fig: Figure) -> np.ndarray:
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
+
+
+def distance_figure(dist, title: str = "Mean attention distance") -> Figure:
+    """(L, H) distances in pixels: one dot per head against network depth (the ViT paper's Figure 7, right)."""
+    d = _np(dist)
+    L, H = d.shape
+    fig = Figure(figsize=(4.8, 3.4), dpi=100)
+    ax = fig.add_subplot()
+    cmap = matplotlib.colormaps["tab10" if H <= 10 else "tab20"]
+    for h in range(H):
+        ax.scatter(np.arange(1, L + 1), d[:, h], s=22, color=cmap(h % cmap.N), label=f"head {h + 1}")
+    ax.set_xlabel("network depth (layer)")
+    ax.set_ylabel("mean attention distance (pixels)")
+    ax.set_title(title, fontsize=10)
+    ax.set_xticks(range(1, L + 1))
+    ax.grid(alpha=0.3)
+    if H <= 8:
+        ax.legend(fontsize=7, ncol=2, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def curves_figure(history: list[dict], steps: list[tuple[float, float]] | None = None) -> Figure:
+    """Loss and accuracy against epochs: per-step training loss (if given), and per-epoch train/val figures."""
+    fig = Figure(figsize=(8, 3.2), dpi=100)
+    ax1, ax2 = fig.subplots(1, 2)
+    if steps:
+        e, l_ = zip(*steps)
+        ax1.plot(e, l_, color="#bbbbbb", lw=1, label="train loss (steps)")
+    if history:
+        ep = [h["epoch"] for h in history]
+        ax1.plot(ep, [h["train_loss"] for h in history], "o-", color="C0", label="train loss")
+        ax1.plot(ep, [h["val_loss"] for h in history], "o-", color="C1", label="validation loss")
+        ax2.plot(ep, [100 * h["train_acc"] for h in history], "o-", color="C0", label="train")
+        ax2.plot(ep, [100 * h["val_acc"] for h in history], "o-", color="C1", label="validation")
+    ax1.set_xlabel("epoch")
+    ax1.set_ylabel("loss")
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("accuracy (%)")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        if ax.has_data():
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,98 @@
+"""torchvision's ViT-B/16 (ImageNet-1k) through the same interpret and render functions.
+
+torchvision's encoder blocks call MultiheadAttention with need_weights=False.
+For the duration of one forward we turn it on with a forward pre-hook (kwargs
+rewritten to need_weights=True, average_attn_weights=False) and read the
+per-head weights with a forward hook; both hooks are removed before returning,
+so the model is left exactly as it was. The weights stay in the autograd
+graph, so gradient rollout works too.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from .model import ViTConfig
+
+
+def is_torchvision_vit(model) -> bool:
+    try:
+        from torchvision.models.vision_transformer import VisionTransformer
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(model, VisionTransformer)
+
+
+class _PatchEmbed:
+    def __init__(self, conv: nn.Conv2d):
+        self.proj = conv
+
+
+class TorchvisionAdapter:
+    """Gives a torchvision VisionTransformer the few names vitviz.interpret uses."""
+
+    def __init__(self, model):
+        self.model = model
+        self.patch_size = model.patch_size
+        self.pos_embed = model.encoder.pos_embedding  # (1, N, D)
+        self.patch_embed = _PatchEmbed(model.conv_proj)
+
+    def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
+        attns: list[torch.Tensor] = []
+        handles = []
+
+        def pre(module, args, kwargs):
+            kwargs["need_weights"] = True
+            kwargs["average_attn_weights"] = False
+            return args, kwargs
+
+        def post(module, args, output):
+            attns.append(output[1])  # (B, H, N, N)
+
+        try:
+            if return_attention:
+                for blk in self.model.encoder.layers:
+                    handles.append(blk.self_attention.register_forward_pre_hook(pre, with_kwargs=True))
+                    handles.append(blk.self_attention.register_forward_hook(post))
+            logits = self.model(x)
+        finally:
+            for h in handles:
+                h.remove()
+        return {"logits": logits, "attn": attns if return_attention else None}
+
+
+def config_of(model) -> ViTConfig:
+    layers = model.encoder.layers
+    blk = layers[0]
+    return ViTConfig(image_size=model.image_size, in_chans=3, patch_size=model.patch_size,
+                     embed_dim=model.hidden_dim, depth=len(layers), num_heads=blk.num_heads,
+                     mlp_ratio=model.mlp_dim / model.hidden_dim, num_classes=model.num_classes, dropout=0.0)
+
+
+def load_vit_b_16(pretrained: bool = True, device="cpu"):
+    """torchvision's vit_b_16, ImageNet-1k weights (downloaded and cached by torchvision) or random.
+
+    The returned model carries `.config`, `.classes`, `.mean`, `.std` and `.dataset` like ours.
+    """
+    from torchvision.models import ViT_B_16_Weights, vit_b_16
+
+    weights = ViT_B_16_Weights.IMAGENET1K_V1
+    if pretrained:
+        try:
+            model = vit_b_16(weights=weights)
+        except Exception as e:  # no internet, a broken cache
+            raise RuntimeError(
+                "the pretrained ViT-B/16 weights could not be downloaded; this needs internet once "
+                f"(torchvision caches them afterwards). ({type(e).__name__})"
+            ) from None
+    else:
+        torch.manual_seed(0)
+        model = vit_b_16(weights=None)
+    model.config = config_of(model)
+    model.classes = list(weights.meta["categories"])
+    model.mean = (0.485, 0.456, 0.406)
+    model.std = (0.229, 0.224, 0.225)
+    model.dataset = "imagenet"
+    model.meta = {"name": "ViT-B/16 (torchvision, ImageNet-1k)", "pretrained": pretrained,
+                  "metrics": {"imagenet_top1": weights.meta["_metrics"]["ImageNet-1K"]["acc@1"] / 100} if pretrained else {}}
+    return model.to(device).eval()
