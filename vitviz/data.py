@@ -277,7 +277,7 @@ def to_pixels(image: Image.Image, size: int, in_chans: int, invert_light: bool =
 
 def pixels_to_tensor(pixels: np.ndarray, mean, std) -> torch.Tensor:
     """uint8 (H, W, C) -> normalised float (1, C, H, W)."""
-    x = torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)[None]
+    x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(2, 0, 1)[None]
     return normalize(x, mean, std)
 
 

@@ -95,6 +95,10 @@ class Attention(nn.Module):
         if return_attention:
             attn = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)  # (B, H, N, N)
             x = attn @ v
+        elif x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # The CPU flash kernel's bf16 backward is several times slower than its fp32 one.
+            with torch.autocast("cpu", enabled=False):
+                x = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
         else:
             x = F.scaled_dot_product_attention(q, k, v)
         x = x.transpose(1, 2).reshape(B, N, D)  # (B, H, N, hd) -> (B, N, D)

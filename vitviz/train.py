@@ -87,15 +87,6 @@ def autocast(device: torch.device, enabled: bool = True):
     return contextlib.nullcontext()
 
 
-def attention_backend(device: torch.device):
-    """On the CPU, SDPA's math backend: its fused CPU kernel is several times slower in bf16 backward."""
-    if device.type == "cpu":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        return sdpa_kernel(SDPBackend.MATH)
-    return contextlib.nullcontext()
-
-
 @torch.no_grad()
 def evaluate(model: ViT, split: Split, device=None, batch_size: int = 500, amp: bool = True) -> tuple[float, float]:
     """(mean loss, accuracy) of `model` on a split, in eval mode; restores the model's mode."""
@@ -104,14 +95,13 @@ def evaluate(model: ViT, split: Split, device=None, batch_size: int = 500, amp: 
     model.eval()
     loss_sum, correct = 0.0, 0
     try:
-        with attention_backend(device):
-            for i in range(0, len(split), batch_size):
-                x = normalize(split.x[i:i + batch_size].to(device), model.mean, model.std)
-                y = split.y[i:i + batch_size].to(device)
-                with autocast(device, amp):
-                    logits = model(x)
-                loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").item()
-                correct += (logits.argmax(1) == y).sum().item()
+        for i in range(0, len(split), batch_size):
+            x = normalize(split.x[i:i + batch_size].to(device), model.mean, model.std)
+            y = split.y[i:i + batch_size].to(device)
+            with autocast(device, amp):
+                logits = model(x)
+            loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").item()
+            correct += (logits.argmax(1) == y).sum().item()
     finally:
         model.train(was_training)
     n = max(1, len(split))
@@ -227,69 +217,68 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
     status, message = "done", "finished"
     perm = torch.randperm(n, generator=gen).to(device)
     pos = (step % steps_per_epoch) * bs
-    with attention_backend(device):
-        while True:
-            elapsed = time.perf_counter() - t0
-            if step >= total_steps or (cfg.time_budget > 0 and elapsed >= cfg.time_budget):
+    while True:
+        elapsed = time.perf_counter() - t0
+        if step >= total_steps or (cfg.time_budget > 0 and elapsed >= cfg.time_budget):
+            break
+        if stop is not None and stop.is_set():
+            status, message = "stopped", "stopped by request"
+            break
+        if pos + bs > n:
+            perm, pos = torch.randperm(n, generator=gen).to(device), 0
+        idx = perm[pos:pos + bs]
+        pos += bs
+        xb, yb = train_x[idx], train_y[idx]
+        if cfg.augment:
+            xb = augment(xb, flip=data.flip, pad=pad, generator=gen)
+        xb = normalize(xb, model.mean, model.std)
+        lr = get_lr(step, progress(elapsed), cfg, warmup_steps)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with autocast(device, cfg.amp):
+            logits = model(xb)
+        loss = F.cross_entropy(logits.float(), yb, label_smoothing=cfg.label_smoothing)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        seen_window += bs
+        if step % cfg.log_every == 0 or step == 1:
+            loss_v = loss.item()
+            if not math.isfinite(loss_v):
+                status = "error"
+                message = (f"training diverged: the loss became {loss_v} at step {step}. "
+                           "Try a lower learning rate.")
                 break
-            if stop is not None and stop.is_set():
-                status, message = "stopped", "stopped by request"
-                break
-            if pos + bs > n:
-                perm, pos = torch.randperm(n, generator=gen).to(device), 0
-            idx = perm[pos:pos + bs]
-            pos += bs
-            xb, yb = train_x[idx], train_y[idx]
-            if cfg.augment:
-                xb = augment(xb, flip=data.flip, pad=pad, generator=gen)
-            xb = normalize(xb, model.mean, model.std)
-            lr = get_lr(step, progress(elapsed), cfg, warmup_steps)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            with autocast(device, cfg.amp):
-                logits = model(xb)
-            loss = F.cross_entropy(logits.float(), yb, label_smoothing=cfg.label_smoothing)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            step += 1
-            seen_window += bs
-            if step % cfg.log_every == 0 or step == 1:
-                loss_v = loss.item()
-                if not math.isfinite(loss_v):
-                    status = "error"
-                    message = (f"training diverged: the loss became {loss_v} at step {step}. "
-                               "Try a lower learning rate.")
-                    break
-                run_loss += loss_v * bs
-                run_correct += (logits.argmax(1) == yb).sum().item()
-                run_n += bs
-                now = time.perf_counter()
-                ips = seen_window / max(1e-9, now - t_window)
-                seen_window, t_window = 0, now
-                elapsed = now - t0
-                p = progress(elapsed)
-                eta = (total_steps - step) / max(1e-9, ips / bs)
-                if cfg.time_budget > 0:
-                    eta = min(eta, cfg.time_budget - elapsed)
-                yield {"event": "step", "step": step, "epoch": step / steps_per_epoch, "loss": loss_v, "lr": lr,
-                       "images_per_s": ips, "progress": min(1.0, p), "elapsed": elapsed, "eta": max(0.0, eta)}
-            if snapshots and cfg.snapshot_every and step % cfg.snapshot_every == 0:
-                yield {"event": "snapshot", "step": step, "epoch": step / steps_per_epoch, "model": model}
-            if step % steps_per_epoch == 0:
-                epoch += 1
-                rec = _epoch_record(model, data, device, cfg, epoch, step, time.perf_counter() - t0,
-                                    run_loss / max(1, run_n), run_correct / max(1, run_n))
-                run_loss, run_correct, run_n = 0.0, 0, 0
-                history.append(rec)
-                yield {"event": "epoch", **rec}
-                path = save(_metrics(rec))
-                if path is not None:
-                    yield {"event": "checkpoint", "path": str(path), "epoch": epoch}
-                if snapshots:
-                    yield {"event": "snapshot", "step": step, "epoch": epoch, "model": model}
-                t_window = time.perf_counter()  # do not count evaluation time against images/s
+            run_loss += loss_v * bs
+            run_correct += (logits.argmax(1) == yb).sum().item()
+            run_n += bs
+            now = time.perf_counter()
+            ips = seen_window / max(1e-9, now - t_window)
+            seen_window, t_window = 0, now
+            elapsed = now - t0
+            p = progress(elapsed)
+            eta = (total_steps - step) / max(1e-9, ips / bs)
+            if cfg.time_budget > 0:
+                eta = min(eta, cfg.time_budget - elapsed)
+            yield {"event": "step", "step": step, "epoch": step / steps_per_epoch, "loss": loss_v, "lr": lr,
+                   "images_per_s": ips, "progress": min(1.0, p), "elapsed": elapsed, "eta": max(0.0, eta)}
+        if snapshots and cfg.snapshot_every and step % cfg.snapshot_every == 0:
+            yield {"event": "snapshot", "step": step, "epoch": step / steps_per_epoch, "model": model}
+        if step % steps_per_epoch == 0:
+            epoch += 1
+            rec = _epoch_record(model, data, device, cfg, epoch, step, time.perf_counter() - t0,
+                                run_loss / max(1, run_n), run_correct / max(1, run_n))
+            run_loss, run_correct, run_n = 0.0, 0, 0
+            history.append(rec)
+            yield {"event": "epoch", **rec}
+            path = save(_metrics(rec))
+            if path is not None:
+                yield {"event": "checkpoint", "path": str(path), "epoch": epoch}
+            if snapshots:
+                yield {"event": "snapshot", "step": step, "epoch": epoch, "model": model}
+            t_window = time.perf_counter()  # do not count evaluation time against images/s
 
     elapsed = time.perf_counter() - t0
     if status != "error" and (not history or history[-1]["step"] != step) and step > 0:

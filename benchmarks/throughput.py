@@ -1,0 +1,118 @@
+"""Training and inference images/s: vitviz's ViT against the tutorial's code, same dims, same run.
+
+    python benchmarks/throughput.py [--steps 40] [--device cpu|cuda]
+
+Both sides run end to end including data: the baseline through a DataLoader of
+per-image PIL transforms (the tutorial's recipe), vitviz through its own
+training loop (uint8 data in memory, batch augmentation as tensor ops, bf16
+autocast where the hardware has it). The model is the tutorial's: 32x32,
+patch 4, dim 256, depth 4, heads 4, MLP 128 (vitviz's `seed` preset).
+Prints images/s for both and the ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tutorial_baseline import TutorialViT, loader  # noqa: E402
+
+from vitviz.data import load_dataset  # noqa: E402
+from vitviz.train import TrainConfig, describe_device, evaluate, pick_device, train  # noqa: E402
+
+
+def time_baseline_train(data, steps, warmup, device, bs=128):
+    torch.manual_seed(0)
+    model = TutorialViT().to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+    crit = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+    dl = loader(data.train.x, data.train.y, train=True, batch_size=bs)
+    it = iter(dl)
+    for i in range(warmup + steps):
+        if i == warmup:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+        x, y = next(it)
+        x, y = x.to(device), y.to(device)
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+    loss.item()
+    dt = time.perf_counter() - t
+    del it, dl
+    return steps * bs / dt
+
+
+def time_baseline_infer(data, n, device, bs=128):
+    model = TutorialViT().to(device).eval()
+    dl = loader(data.test.x[:n], data.test.y[:n], train=False, batch_size=bs)
+    with torch.no_grad():
+        next(iter(dl))  # start the workers
+        t = time.perf_counter()
+        for x, y in dl:
+            model(x.to(device)).argmax(1).cpu()
+    return n / (time.perf_counter() - t)
+
+
+def time_ours_train(data, steps, warmup, device, bs=128):
+    cfg = TrainConfig(dataset="cifar10", preset="seed", epochs=(steps + warmup + 1) / (len(data.train) // bs),
+                      batch_size=bs, log_every=1, device=device.type, val_size=0)
+    stamps = []
+    for ev in train(cfg, data=data):
+        if ev["event"] == "step":
+            stamps.append((ev["step"], time.perf_counter()))
+            if ev["step"] >= warmup + steps:
+                break
+    (s0, t0), (s1, t1) = stamps[warmup - 1], stamps[warmup + steps - 1]
+    return (s1 - s0) * bs / (t1 - t0)
+
+
+def time_ours_infer(data, n, device):
+    from vitviz.model import ViT, make_config
+
+    model = ViT(make_config("seed")).to(device).eval()
+    model.mean, model.std = data.mean, data.std
+    split = type(data.test)(data.test.x[:n], data.test.y[:n])
+    evaluate(model, type(data.test)(split.x[:500], split.y[:500]), device)
+    t = time.perf_counter()
+    evaluate(model, split, device)
+    return n / (time.perf_counter() - t)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--infer-images", type=int, default=5000)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--data", default=os.environ.get("VITVIZ_DATA"))
+    a = p.parse_args()
+    device = pick_device(a.device)
+    data = load_dataset("cifar10", a.data, val_size=0)
+    data.train.x, data.train.y = data.train.x[:20000], data.train.y[:20000]
+    print(f"device: {describe_device(device)}; torch {torch.__version__}")
+    rows = []
+    for name, fn_base, fn_ours in [
+        ("train", lambda: time_baseline_train(data, a.steps, a.warmup, device),
+         lambda: time_ours_train(data, a.steps, a.warmup, device)),
+        ("inference", lambda: time_baseline_infer(data, a.infer_images, device),
+         lambda: time_ours_infer(data, a.infer_images, device)),
+    ]:
+        base, ours = fn_base(), fn_ours()
+        rows.append((name, base, ours))
+        print(f"{name:9s}  tutorial {base:8.0f} img/s   vitviz {ours:8.0f} img/s   ratio {ours / base:5.2f}x", flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+import io
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from vitviz import data as D
+from vitviz import preprocess
+
+
+def make_zip(path, n_per_class=3, size=32, mode="RGB", classes=D.CIFAR10_CLASSES):
+    with zipfile.ZipFile(path, "w") as z:
+        for split in ("train", "test"):
+            for ci, c in enumerate(classes):
+                for k in range(n_per_class):
+                    im = Image.new(mode, (size, size), color=(ci * 20, k * 40, 100) if mode == "RGB" else ci * 20)
+                    buf = io.BytesIO()
+                    im.save(buf, format="PNG")
+                    z.writestr(f"{split}/{c}/{k:04d}.png", buf.getvalue())
+    return path
+
+
+def test_load_zip_layout(tmp_path, monkeypatch):
+    monkeypatch.setenv("VITVIZ_CACHE", str(tmp_path / "cache"))
+    z = make_zip(tmp_path / "cifar10-jpeg.zip")
+    ds = D.load_dataset("cifar10", tmp_path, val_size=5)  # a folder holding the zip
+    assert ds.train.x.dtype == torch.uint8 and ds.train.x.shape[1:] == (3, 32, 32)
+    assert len(ds.train) + len(ds.val) == 30 and len(ds.test) == 30 and len(ds.val) == 5
+    # the label matches the folder: red channel encodes the class index
+    assert torch.equal(ds.test.x[:, 0, 0, 0].long() // 20, ds.test.y)
+    ds2 = D.load_dataset("cifar10", z, val_size=5)  # the zip itself, now from the cache
+    assert torch.equal(ds.train.x, ds2.train.x)
+
+
+def test_env_variable_and_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("VITVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("VITVIZ_DATA", str(tmp_path / "nothing-here"))
+    with pytest.raises(D.DataUnavailable):
+        D.load_dataset("mnist")
+    folder = tmp_path / "mnist"
+    for split in ("train", "test"):
+        (folder / split / "7").mkdir(parents=True)
+        Image.new("L", (28, 28), 200).save(folder / split / "7" / "1.png")
+    monkeypatch.setenv("VITVIZ_DATA", str(folder))
+    ds = D.load_dataset("mnist", val_size=0)
+    assert ds.train.x.shape == (1, 1, 28, 28) and ds.train.y.tolist() == [7]
+
+
+def test_augment_is_crop_and_flip():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 255, (64, 3, 32, 32), dtype=torch.uint8)
+    y = D.augment(x, flip=True, pad=4, generator=g)
+    assert y.shape == x.shape and y.dtype == torch.uint8
+    # each output is a shifted (possibly flipped) window of the zero-padded input
+    xp = torch.nn.functional.pad(x, (4, 4, 4, 4))
+    for i in range(8):
+        found = any(torch.equal(y[i], cand)
+                    for dy in range(9) for dx in range(9)
+                    for cand in (xp[i, :, dy:dy + 32, dx:dx + 32], xp[i, :, dy:dy + 32, dx:dx + 32].flip(2)))
+        assert found
+    assert not torch.equal(y, x)
+    assert torch.equal(D.augment(x, flip=False, pad=0), x)
+
+
+def test_shared_data_layout(shared_data):
+    with zipfile.ZipFile(shared_data / "cifar10-jpeg.zip") as z:
+        names = [n for n in z.namelist() if n.startswith("test/cat/")]
+    assert len(names) > 900
+
+
+class Model:
+    class config:
+        image_size, in_chans = 32, 3
+    mean, std, dataset = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), "cifar10"
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "P", "CMYK", "I;16", "I", "F", "1", "YCbCr"])
+def test_preprocess_any_mode(mode):
+    im = Image.new("RGB", (50, 37), (200, 30, 60)).convert(mode)
+    x = preprocess(im, Model)
+    assert x.shape == (1, 3, 32, 32) and x.dtype == torch.float32 and torch.isfinite(x).all()
+
+
+def test_preprocess_16bit_scaled():
+    im = Image.fromarray(np.full((40, 40), 65535, dtype=np.uint16))
+    px = D.to_pixels(im, 32, 3)
+    assert px.min() == 255
+
+
+def test_exif_orientation_applied():
+    im = Image.new("RGB", (64, 32), (0, 0, 0))
+    im.paste((255, 255, 255), (0, 0, 32, 32))  # left half white
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 CW on display
+    buf = io.BytesIO()
+    im.save(buf, format="JPEG", exif=exif)
+    px = D.to_pixels(D.open_image(buf.getvalue()), 32, 3)
+    # displayed upright the photo is 32 wide and 64 tall, its white half on top
+    assert px.shape == (32, 32, 3)
+    assert px[:8].mean() > 200 and px[-8:].mean() < 50
+
+
+def test_bad_images():
+    with pytest.raises(ValueError):
+        D.open_image(b"not an image at all")
+    with pytest.raises(ValueError):
+        D.to_pixels("nope", 32, 3)
+    one = D.to_pixels(Image.new("RGB", (1, 1), (10, 20, 30)), 32, 3)
+    assert one.shape == (32, 32, 3) and (one == [10, 20, 30]).all()
+
+
+def test_animated_first_frame():
+    frames = [Image.new("RGB", (20, 20), c) for c in [(255, 0, 0), (0, 255, 0)]]
+    buf = io.BytesIO()
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:])
+    im = D.open_image(buf.getvalue())
+    px = D.to_pixels(im, 32, 3)
+    assert px[..., 0].mean() > 200 and px[..., 1].mean() < 50
+
+
+def test_mnist_inverts_dark_on_light():
+    im = Image.new("L", (28, 28), 255)
+    im.paste(0, (10, 4, 16, 24))
+    px = D.to_pixels(im, 28, 1, invert_light=True)
+    assert px[0, 0, 0] == 0 and px[14, 13, 0] == 255

@@ -1,0 +1,390 @@
+"""The Gradio app: layout and wiring only. The pictures come from vitviz.views.
+
+Module globals hold only read-only things (the shipped models, loaded once);
+each visitor's own models (an upload, a model trained in the Train tab) and
+their last explanation live in that visitor's gr.State.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import torch
+from PIL import Image
+
+from . import checkpoint, gallery, views
+from .data import DATASETS, DataUnavailable, load_dataset, open_image, pixels_to_tensor
+from .hub import load_model
+
+MODEL_CHOICES = [
+    ("CIFAR-10 ViT (shipped)", "cifar10"),
+    ("MNIST ViT (shipped)", "mnist"),
+    ("ViT-B/16, ImageNet-1k (torchvision)", "vit_b_16"),
+    ("Trained in this session (Train tab)", "session"),
+    ("Uploaded checkpoint", "upload"),
+]
+MODEL_LABELS = {v: k for k, v in MODEL_CHOICES}
+FUSIONS = ["mean", "max", "min"]
+PREDICTED = "predicted class"
+ASSETS = Path(__file__).resolve().parent / "assets"
+INTRO = """# vitviz: see how a Vision Transformer sees
+Pick or upload an image. The ViT cuts it into patches (left), predicts, and shows where its attention goes:
+**attention rollout** (attention through all layers, Abnar & Zuidema 2020), **gradient rollout**
+(class-specific relevance, Chefer et al. 2021), and every layer and head.
+**Click a patch** on the model's input to see what that patch attends to."""
+
+
+class SharedModels:
+    """The shipped models and ViT-B/16, each loaded once on first use and then only read."""
+
+    def __init__(self):
+        self._models: dict[str, torch.nn.Module] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str):
+        with self._lock, torch.inference_mode(False):  # weights must be usable by autograd later
+            if key not in self._models:
+                self._models[key] = load_model(key)
+            return self._models[key]
+
+
+MODELS = SharedModels()
+_model_view_cache: dict[tuple, dict] = {}
+_cache_lock = threading.Lock()
+
+
+def new_state() -> dict:
+    return {"models": {}, "cache": None}
+
+
+def resolve_model(key: str, state: dict | None):
+    """The model a visitor chose; a gr.Error with a plain sentence when it cannot be had."""
+    state = state if isinstance(state, dict) else new_state()
+    if key in ("session", "upload"):
+        m = state.get("models", {}).get(key)
+        if m is None:
+            raise gr.Error("No model trained in this session yet: start a run in the Train tab, then press "
+                           "'Explore this model'." if key == "session" else
+                           "No checkpoint uploaded yet: add its .safetensors and .json files above.")
+        return m
+    if key not in ("cifar10", "mnist", "vit_b_16"):
+        raise gr.Error(f"Unknown model {key!r}; choose one of: cifar10, mnist, vit_b_16.")
+    try:
+        return MODELS.get(key)
+    except checkpoint.CheckpointError as e:
+        raise gr.Error(f"The shipped model could not be loaded: {e}") from None
+    except RuntimeError as e:
+        raise gr.Error(str(e)) from None
+
+
+def read_image(payload) -> Image.Image:
+    """The uploaded image from a Gradio file payload (dict or path), opened with vitviz's guards."""
+    if payload is None:
+        raise gr.Error("Choose an image first: upload one or pick one from the examples.")
+    path = payload.get("path") if isinstance(payload, dict) else payload
+    if not path or not os.path.isfile(str(path)):
+        raise gr.Error("The image could not be found on the server; please upload it again.")
+    try:
+        return open_image(str(path))
+    except ValueError as e:
+        raise gr.Error(f"That file could not be used: {e}.") from None
+
+
+def _pixels_for(model, payload) -> np.ndarray:
+    image = read_image(payload)
+    try:
+        return views.image_to_pixels(model, image)
+    except ValueError as e:
+        raise gr.Error(f"That image could not be used: {e}.") from None
+
+
+def _int_or_none(v):
+    try:
+        v = int(v)
+    except (TypeError, ValueError):
+        return None
+    return v if v >= 0 else None
+
+
+# ---------------------------------------------------------------- handlers
+
+
+def explain(image, model_key: str = "cifar10", fusion: str = "mean", discard: float = 0.0,
+            target: str = PREDICTED, layer: float = 6, head: float = 1, patch: float = -1,
+            alpha: float = 0.6, smooth: bool = True, state: dict | None = None):
+    """Every Explore picture for one image and one set of options."""
+    state = state if isinstance(state, dict) else new_state()
+    model = resolve_model(model_key or "cifar10", state)
+    if fusion not in FUSIONS:
+        raise gr.Error(f"Head fusion must be one of {', '.join(FUSIONS)}.")
+    try:
+        discard = float(discard)
+        alpha = float(alpha)
+    except (TypeError, ValueError):
+        raise gr.Error("Discard ratio and opacity must be numbers.") from None
+    if not 0.0 <= discard <= 0.99:
+        raise gr.Error("The discard ratio must be between 0 and 0.99.")
+    alpha = min(1.0, max(0.0, alpha))
+    pixels = _pixels_for(model, image)
+    try:
+        t = views.parse_target(model, target)
+    except ValueError as e:
+        raise gr.Error(f"Gradient rollout class: {e}.") from None
+    key = (model_key, id(model), hash(pixels.tobytes()), t)
+    cached = state.get("cache")
+    if cached is not None and cached[0] == key:
+        ex = cached[1]
+    else:
+        ex = views.explain_image(model, pixels, t)
+        state["cache"] = (key, ex)
+    L, H = ex.attn.shape[:2]
+    layer_i = min(max(1, int(layer or L)), L)
+    head_i = min(max(1, int(head or 1)), H)
+    p = _int_or_none(patch)
+    if p is not None and p >= model.config.num_patches:
+        p = None
+    out = views.render_explore(model, ex, fusion, discard, layer_i, head_i, p, alpha, bool(smooth))
+    summary = views.explore_summary(model, ex, layer_i, head_i, p)
+    return (views.top_k(model, ex.probs), out["sees"], out["rollout"], out["grad_rollout"], out["rollout_strip"],
+            out["heads"], out["head_large"], out["patch_heads"], out["patch_rollout"], summary, state)
+
+
+@torch.inference_mode()
+def predict(image, model_key: str = "cifar10", state: dict | None = None) -> dict[str, float]:
+    """Top-5 class probabilities for an image, in gr.Label's format."""
+    model = resolve_model(model_key or "cifar10", state)
+    pixels = _pixels_for(model, image)
+    probs = model(pixels_to_tensor(pixels, model.mean, model.std))[0].float().softmax(-1)
+    return views.top_k(model, probs)
+
+
+def model_controls(model_key: str, state: dict | None):
+    """Class list and slider ranges for the chosen model, and the matching example gallery."""
+    model = resolve_model(model_key, state)
+    cfg = model.config
+    ds = getattr(model, "dataset", None)
+    examples = gallery.items("mnist" if ds == "mnist" else "cifar10")
+    choices = [PREDICTED] + list(model.classes)
+    return (gr.update(choices=choices, value=PREDICTED),
+            gr.update(maximum=cfg.depth, value=cfg.depth),
+            gr.update(maximum=cfg.num_heads, value=1),
+            gr.update(value=examples),
+            -1)
+
+
+def pick_example(model_key: str, evt: gr.SelectData):
+    ds = "mnist" if model_key == "mnist" else "cifar10"
+    items = gallery.items(ds)
+    if not items:
+        raise gr.Error("No examples are shipped for this model.")
+    path, _ = items[evt.index % len(items)]
+    return path, -1
+
+
+_test_sets: dict[str, object] = {}
+
+
+def random_test_image(model_key: str, state: dict | None):
+    model = resolve_model(model_key, state)
+    ds = getattr(model, "dataset", None) or "cifar10"
+    if ds not in ("cifar10", "mnist"):
+        ds = "cifar10"
+    try:
+        if ds not in _test_sets:
+            _test_sets[ds] = load_dataset(ds, val_size=0).test
+    except DataUnavailable:
+        raise gr.Error("The full test set is not on this machine (set VITVIZ_DATA to use it); "
+                       "pick one of the examples instead.") from None
+    split = _test_sets[ds]
+    i = int(np.random.default_rng().integers(len(split)))
+    arr = split.x[i].permute(1, 2, 0).numpy()
+    im = Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr)
+    classes = load_classes(ds)
+    path = Path(tempfile.mkdtemp(prefix="vitviz-")) / f"test_{i}_{classes[int(split.y[i])]}.png"
+    im.save(path)
+    return str(path), -1, f"Random test image #{i}; true label: **{classes[int(split.y[i])]}**"
+
+
+def load_classes(ds: str) -> list[str]:
+    return DATASETS[ds]["classes"]
+
+
+def click_patch(model_key: str, state: dict | None, evt: gr.SelectData):
+    model = resolve_model(model_key, state)
+    cfg = model.config
+    x, y = evt.index[0], evt.index[1]
+    return views.click_to_patch(x, y, views.display_size(cfg.image_size), cfg.grid_size)
+
+
+def upload_checkpoint(files, state: dict | None):
+    state = state if isinstance(state, dict) else new_state()
+    paths = [f if isinstance(f, str) else getattr(f, "name", None) or f.get("path") for f in (files or [])]
+    weights = [p for p in paths if str(p).endswith(".safetensors")]
+    metas = [p for p in paths if str(p).endswith(".json")]
+    if len(weights) != 1 or len(metas) != 1:
+        raise gr.Error("Upload two files together: the weights (.safetensors) and the description (.json).")
+    try:
+        model = checkpoint.load_pair(weights[0], metas[0])
+    except checkpoint.CheckpointError as e:
+        raise gr.Error(f"That checkpoint could not be loaded: {e}.") from None
+    state.setdefault("models", {})["upload"] = model
+    state["cache"] = None
+    cfg = model.config
+    msg = (f"Loaded **{Path(weights[0]).name}**: {cfg.image_size}x{cfg.image_size}, patch {cfg.patch_size}, depth "
+           f"{cfg.depth}, {cfg.num_heads} heads, {len(model.classes)} classes.")
+    return msg, state, "upload"
+
+
+def model_view(model_key: str, position, state: dict | None):
+    model = resolve_model(model_key, state)
+    pos = _int_or_none(position)
+    key = (model_key, id(model), pos)
+    with _cache_lock:
+        hit = _model_view_cache.get(key)
+    if hit is None:
+        ds = getattr(model, "dataset", None)
+        items = gallery.items("mnist" if ds == "mnist" else "cifar10")
+        if ds == "imagenet":
+            items = items[::10]  # ViT-B/16 is slow on a CPU: 10 images
+        images = [views.image_to_pixels(model, Image.open(p)) for p, _ in items]
+        with torch.inference_mode():
+            hit = views.render_model(model, images, pos)
+        hit.pop("sim")
+        if model_key in ("cifar10", "mnist", "vit_b_16"):
+            with _cache_lock:
+                _model_view_cache[key] = hit
+    var = hit["variance"]
+    comp_note = f"Top {len(var)} principal components of the patch-embedding filters ({100 * float(var.sum()):.0f}% of their variance)."
+    return hit["pos_tiles"], hit["pos_large"], hit["distance"], hit["components"], hit["card"], comp_note
+
+
+def pos_click(model_key: str, state: dict | None, evt: gr.SelectData):
+    model = resolve_model(model_key, state)
+    g = model.config.grid_size
+    tile = max(16, min(40, 400 // g))
+    step = tile + 2
+    x, y = evt.index[0], evt.index[1]
+    c = min(g - 1, max(0, int((x - 2) // step)))
+    r = min(g - 1, max(0, int((y - 2) // step)))
+    return r * g + c
+
+
+# ---------------------------------------------------------------- layout
+
+
+def build_demo() -> gr.Blocks:
+    cifar_examples = gallery.items("cifar10")
+    with gr.Blocks(title="vitviz: see how a ViT sees") as demo:
+        state = gr.State(new_state())
+        gr.Markdown(INTRO)
+        with gr.Row():
+            model_dd = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Model", scale=3)
+            with gr.Accordion("Upload a checkpoint (.safetensors + .json)", open=False):
+                ckpt_files = gr.File(file_count="multiple", file_types=[".safetensors", ".json"],
+                                     label="Checkpoint files")
+                ckpt_status = gr.Markdown()
+        with gr.Tabs() as tabs:
+            with gr.Tab("Explore", id="explore"):
+                with gr.Row():
+                    with gr.Column(scale=1, min_width=300):
+                        image = gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"],
+                                         label="Image", height=240)
+                        examples = gr.Gallery(value=cifar_examples, label="Examples: CIFAR-10 test images",
+                                              columns=10, height=200, allow_preview=False, elem_id="examples")
+                        with gr.Row():
+                            random_btn = gr.Button("Random test image", size="sm")
+                            explain_btn = gr.Button("Explain", variant="primary", size="sm", elem_id="explain-btn")
+                        image_note = gr.Markdown()
+                        fusion = gr.Radio(FUSIONS, value="mean", label="Rollout head fusion", elem_id="fusion")
+                        discard = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard the weakest fraction")
+                        target = gr.Dropdown([PREDICTED] + cifar_classes(), value=PREDICTED,
+                                             label="Gradient rollout: explain class")
+                        with gr.Row():
+                            layer = gr.Slider(1, 6, value=6, step=1, label="Layer (large view)")
+                            head = gr.Slider(1, 6, value=1, step=1, label="Head (large view)")
+                        patch = gr.Number(value=-1, precision=0, label="Selected patch (click the input; -1: none)")
+                        with gr.Row():
+                            alpha = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Map opacity")
+                            smooth = gr.Checkbox(value=True, label="Smooth maps (bilinear)")
+                    with gr.Column(scale=2):
+                        summary = gr.Markdown()
+                        with gr.Row():
+                            sees = gr.Image(label="What the model sees (click a patch)", interactive=False,
+                                            elem_id="sees", format="png")
+                            label = gr.Label(num_top_classes=5, label="Top 5")
+                        with gr.Row():
+                            rollout_img = gr.Image(label="Attention rollout", interactive=False, format="png")
+                            grad_img = gr.Image(label="Gradient rollout", interactive=False, format="png")
+                            head_img = gr.Image(label="Selected layer and head", interactive=False, format="png")
+                        strip = gr.Image(label="Rollout up to each layer", interactive=False, format="png")
+                        heads_img = gr.Image(label="CLS attention: every layer x head", interactive=False, format="png")
+                        with gr.Row():
+                            patch_heads = gr.Image(label="From the selected patch: every layer x head",
+                                                   interactive=False, format="png")
+                            patch_roll = gr.Image(label="From the selected patch: rolled out", interactive=False,
+                                                  format="png")
+            with gr.Tab("Model", id="model"):
+                card = gr.Markdown()
+                with gr.Row():
+                    pos_tiles = gr.Image(label="Positional-embedding similarity (click a position)",
+                                         interactive=False, format="png", elem_id="pos-tiles")
+                    pos_large = gr.Image(label="Selected position", interactive=False, format="png")
+                position = gr.Number(value=-1, precision=0, visible=False)
+                with gr.Row():
+                    dist_img = gr.Image(label="Mean attention distance per head", interactive=False, format="png")
+                    with gr.Column():
+                        comps_img = gr.Image(label="Patch-embedding filters: principal components",
+                                             interactive=False, format="png")
+                        comps_note = gr.Markdown()
+        hidden_predict = gr.Button(visible=False)
+
+        # ------------------------------------------------------------ wiring
+        explore_inputs = [image, model_dd, fusion, discard, target, layer, head, patch, alpha, smooth, state]
+        explore_outputs = [label, sees, rollout_img, grad_img, strip, heads_img, head_img, patch_heads, patch_roll,
+                           summary, state]
+        ev = dict(fn=explain, inputs=explore_inputs, outputs=explore_outputs, preprocess=False,
+                  concurrency_limit=4)
+        explain_btn.click(**ev, api_name="explain",
+                          api_description="Attention pictures for an image: rollout, gradient rollout, "
+                                          "per layer x head, and from a chosen patch.")
+        for comp in (fusion, discard, target, layer, head, patch, smooth):
+            comp.change(**ev, api_visibility="private", trigger_mode="always_last")
+        alpha.release(**ev, api_visibility="private")
+        image.change(lambda: -1, None, patch, api_visibility="private", queue=False).then(
+            **ev, api_visibility="private")
+        hidden_predict.click(predict, [image, model_dd, state], label, preprocess=False, api_name="predict",
+                             api_description="Top-5 class probabilities for an image.")
+        examples.select(pick_example, [model_dd], [image, patch], api_visibility="private")
+        random_btn.click(random_test_image, [model_dd, state], [image, patch, image_note], api_visibility="private")
+        sees.select(click_patch, [model_dd, state], patch, api_visibility="private")
+
+        mv_inputs = [model_dd, position, state]
+        mv_outputs = [pos_tiles, pos_large, dist_img, comps_img, card, comps_note]
+        model_dd.change(model_controls, [model_dd, state], [target, layer, head, examples, patch],
+                        api_visibility="private").then(
+            model_view, mv_inputs, mv_outputs, api_visibility="private").then(
+            **{**ev, "api_visibility": "private"})
+        pos_tiles.select(pos_click, [model_dd, state], position, api_visibility="private").then(
+            model_view, mv_inputs, mv_outputs, api_visibility="private")
+        ckpt_files.upload(upload_checkpoint, [ckpt_files, state], [ckpt_status, state, model_dd],
+                          api_visibility="private")
+        if cifar_examples:
+            demo.load(lambda: cifar_examples[3][0], None, image, api_visibility="private")
+        demo.load(model_view, mv_inputs, mv_outputs, api_visibility="private")
+    return demo
+
+
+def cifar_classes() -> list[str]:
+    return load_classes("cifar10")
+
+
+def launch(demo: gr.Blocks | None = None, **kw):
+    demo = demo or build_demo()
+    demo.queue(default_concurrency_limit=2)
+    kw.setdefault("allowed_paths", [str(ASSETS)])
+    kw.setdefault("show_error", True)
+    return demo.launch(**kw)
