@@ -58,6 +58,7 @@ class TrainConfig:
     amp: bool = True  # bf16 autocast where the hardware has it
     log_every: int = 10  # steps between step events
     snapshot_every: int = 0  # steps between snapshot events (0: at epoch ends only)
+    eval_images: int = 0  # validate on this many held-out images (0: all of them)
 
     def model_overrides(self) -> dict:
         keys = ("embed_dim", "depth", "num_heads", "patch_size", "mlp_ratio", "dropout")
@@ -265,7 +266,7 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
             yield {"event": "step", "step": step, "epoch": step / steps_per_epoch, "loss": loss_v, "lr": lr,
                    "images_per_s": ips, "progress": min(1.0, p), "elapsed": elapsed, "eta": max(0.0, eta)}
         if snapshots and cfg.snapshot_every and step % cfg.snapshot_every == 0:
-            yield {"event": "snapshot", "step": step, "epoch": step / steps_per_epoch, "model": model}
+            yield {"event": "snapshot", "at": "step", "step": step, "epoch": step / steps_per_epoch, "model": model}
         if step % steps_per_epoch == 0:
             epoch += 1
             rec = _epoch_record(model, data, device, cfg, epoch, step, time.perf_counter() - t0,
@@ -277,13 +278,14 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
             if path is not None:
                 yield {"event": "checkpoint", "path": str(path), "epoch": epoch}
             if snapshots:
-                yield {"event": "snapshot", "step": step, "epoch": epoch, "model": model}
+                yield {"event": "snapshot", "at": "epoch", "step": step, "epoch": epoch, "model": model}
             t_window = time.perf_counter()  # do not count evaluation time against images/s
 
     elapsed = time.perf_counter() - t0
     if status != "error" and (not history or history[-1]["step"] != step) and step > 0:
+        # a stopped run answers fast: it validates on at most 500 images
         rec = _epoch_record(model, data, device, cfg, step / steps_per_epoch, step, elapsed,
-                            run_loss / max(1, run_n), run_correct / max(1, run_n))
+                            run_loss / max(1, run_n), run_correct / max(1, run_n), 500 if status == "stopped" else 0)
         history.append(rec)
         yield {"event": "epoch", **rec}
         path = save(_metrics(rec))
@@ -297,8 +299,11 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
     yield result
 
 
-def _epoch_record(model, data, device, cfg, epoch, step, elapsed, train_loss, train_acc) -> dict:
-    val_loss, val_acc = evaluate(model, data.val, device, amp=cfg.amp) if len(data.val) else (float("nan"), float("nan"))
+def _epoch_record(model, data, device, cfg, epoch, step, elapsed, train_loss, train_acc, limit: int = 0) -> dict:
+    """Validation figures at the end of an epoch (or of the run); `limit` caps the images used."""
+    n = min(x for x in (len(data.val), cfg.eval_images or len(data.val), limit or len(data.val)))
+    val = Split(data.val.x[:n], data.val.y[:n])
+    val_loss, val_acc = evaluate(model, val, device, amp=cfg.amp) if n else (float("nan"), float("nan"))
     model.train()
     return {"epoch": round(float(epoch), 4), "step": step, "train_loss": train_loss, "train_acc": train_acc,
             "val_loss": val_loss, "val_acc": val_acc, "elapsed": elapsed}

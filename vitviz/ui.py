@@ -16,9 +16,11 @@ import numpy as np
 import torch
 from PIL import Image
 
-from . import checkpoint, gallery, views
+from . import checkpoint, gallery, live, views
 from .data import DATASETS, DataUnavailable, load_dataset, open_image, pixels_to_tensor
 from .hub import load_model
+from .model import PRESETS, make_config
+from .train import TrainConfig, describe_device, pick_device
 
 MODEL_CHOICES = [
     ("CIFAR-10 ViT (shipped)", "cifar10"),
@@ -273,6 +275,109 @@ def pos_click(model_key: str, state: dict | None, evt: gr.SelectData):
     return r * g + c
 
 
+# ---------------------------------------------------------------- Train tab
+
+TRAIN_SLOTS = max(1, int(os.environ.get("VITVIZ_TRAIN_SLOTS", "1")))
+DEVICE = pick_device("auto")
+QUICK = live.quick_defaults(DEVICE)
+TINY = make_config(QUICK["preset"])
+
+
+def progress_html(p: float | None) -> str:
+    pct = 0 if p is None else int(round(100 * max(0.0, min(1.0, p))))
+    return (f'<div class="vv-progress"><div class="vv-bar" style="width:{pct}%"></div>'
+            f'<span>{pct}%</span></div>')
+
+
+def preset_sizes(preset: str):
+    cfg = make_config(preset)
+    return cfg.depth, cfg.num_heads, cfg.embed_dim, cfg.patch_size
+
+
+def _session_key(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "api"
+
+
+def train_run(dataset: str = "cifar10", preset: str = QUICK["preset"], depth: float = TINY.depth,
+              heads: float = TINY.num_heads, width: float = TINY.embed_dim, patch: float = TINY.patch_size,
+              epochs: float = QUICK["epochs"], time_budget: float = QUICK["time_budget"],
+              batch_size: float = QUICK["batch_size"], lr: float = QUICK["lr"], subset: float = QUICK["subset"],
+              augment: bool = True, seed: float = 0, state: dict | None = None,
+              request: gr.Request = None):
+    """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state)."""
+    state = state if isinstance(state, dict) else new_state()
+    if dataset not in DATASETS:
+        raise gr.Error(f"Data set must be one of {', '.join(DATASETS)}.")
+    if preset not in PRESETS:
+        raise gr.Error(f"Preset must be one of {', '.join(PRESETS)}.")
+    try:
+        depth, heads, width, patch = int(depth), int(heads), int(width), int(patch)
+        epochs, time_budget, lr = float(epochs), float(time_budget or 0), float(lr)
+        batch_size, subset, seed = int(batch_size), int(subset or 0), int(seed or 0)
+    except (TypeError, ValueError):
+        raise gr.Error("Every training setting must be a number.") from None
+    spec = DATASETS[dataset]
+    if not (1 <= depth <= 12 and 1 <= heads <= 16 and 16 <= width <= 512):
+        raise gr.Error("Depth must be 1-12, heads 1-16 and width 16-512.")
+    if width % heads:
+        raise gr.Error(f"The width ({width}) must be divisible by the number of heads ({heads}).")
+    if spec["image_size"] % patch:
+        raise gr.Error(f"Patch size {patch} does not divide the {spec['image_size']}-pixel {dataset} images; "
+                       f"try {', '.join(str(p) for p in (2, 4, 7, 8) if spec['image_size'] % p == 0)}.")
+    if not (0 < epochs <= 200) or not (0 <= time_budget <= 3600) or not (8 <= batch_size <= 2048):
+        raise gr.Error("Epochs must be in (0, 200], the time budget 0-3600 s and the batch size 8-2048.")
+    if not (0 < lr <= 1):
+        raise gr.Error("The learning rate must be between 0 and 1.")
+    if subset and subset < batch_size:
+        raise gr.Error("The training subset must hold at least one batch (or be 0 for all images).")
+    if not live.data_available(dataset):
+        raise gr.Error(f"The {dataset} data set is not available here: set VITVIZ_DATA to a folder or zip with "
+                       "train/<class>/ and test/<class>/, or run where torchvision can download it. "
+                       "The rest of the app works without it.")
+    cfg = TrainConfig(dataset=dataset, preset=preset, depth=depth, num_heads=heads, embed_dim=width,
+                      patch_size=patch, epochs=epochs, time_budget=time_budget, batch_size=batch_size, lr=lr,
+                      subset=subset, augment=bool(augment), seed=seed, warmup=min(1.0, epochs / 5),
+                      snapshot_every=50 if DEVICE.type == "cpu" else 200, eval_images=1000)
+    key = _session_key(request)
+    stop = live.STOPS.new(key)
+    skip = gr.skip()
+    try:
+        for up in live.stream_run(cfg, stop):
+            if up.done and up.model is not None:
+                state.setdefault("models", {})["session"] = up.model
+                state["cache"] = None
+            yield (up.status if up.status is not None else skip,
+                   progress_html(up.progress) if up.progress is not None else skip,
+                   up.curves if up.curves is not None else skip,
+                   up.probes if up.probes is not None else skip,
+                   up.pos_tiles if up.pos_tiles is not None else skip,
+                   up.files if up.files else skip,
+                   state)
+    finally:
+        live.STOPS.clear(key, stop)
+
+
+def stop_run(request: gr.Request = None) -> str:
+    if live.STOPS.stop(_session_key(request)):
+        return "Stopping: the run keeps what it has learned so far."
+    return "No run of yours is going."
+
+
+def explore_trained(state: dict | None):
+    if not (isinstance(state, dict) and state.get("models", {}).get("session") is not None):
+        raise gr.Error("Train a model first: press Train and wait for it to finish, or stop it.")
+    return gr.update(value="session"), gr.Tabs(selected="explore")
+
+
+try:  # On Hugging Face ZeroGPU the run asks for a GPU; elsewhere nothing changes.
+    if os.environ.get("SPACES_ZERO_GPU"):
+        import spaces
+
+        train_run = spaces.GPU(duration=300)(train_run)
+except ImportError:  # pragma: no cover
+    pass
+
+
 # ---------------------------------------------------------------- layout
 
 
@@ -340,6 +445,44 @@ def build_demo() -> gr.Blocks:
                         comps_img = gr.Image(label="Patch-embedding filters: principal components",
                                              interactive=False, format="png")
                         comps_note = gr.Markdown()
+            with gr.Tab("Train", id="train"):
+                gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{describe_device(DEVICE)}**; "
+                            f"{TRAIN_SLOTS} run(s) at a time on this machine (others wait in line, with their "
+                            f"place shown). {live.data_note()}")
+                with gr.Row():
+                    with gr.Column(scale=1, min_width=300):
+                        t_dataset = gr.Radio(list(DATASETS), value="cifar10", label="Data set")
+                        t_preset = gr.Dropdown(list(PRESETS), value=QUICK["preset"], label="Model preset")
+                        with gr.Row():
+                            t_depth = gr.Slider(1, 12, value=TINY.depth, step=1, label="Depth")
+                            t_heads = gr.Dropdown([1, 2, 3, 4, 6, 8], value=TINY.num_heads, label="Heads")
+                        with gr.Row():
+                            t_width = gr.Dropdown([32, 64, 96, 128, 192, 256, 384], value=TINY.embed_dim, label="Width")
+                            t_patch = gr.Dropdown([2, 4, 7, 8], value=TINY.patch_size, label="Patch size")
+                        with gr.Row():
+                            t_epochs = gr.Number(value=QUICK["epochs"], label="Epochs (at most)")
+                            t_budget = gr.Number(value=QUICK["time_budget"], label="Time budget, s (0: none)")
+                        with gr.Row():
+                            t_bs = gr.Dropdown([32, 64, 128, 256, 512, 1024], value=QUICK["batch_size"], label="Batch size")
+                            t_lr = gr.Number(value=QUICK["lr"], label="Learning rate")
+                        with gr.Row():
+                            t_subset = gr.Number(value=QUICK["subset"], precision=0, label="Training images (0: all)")
+                            t_seed = gr.Number(value=0, precision=0, label="Seed")
+                        t_aug = gr.Checkbox(value=True, label="Augmentation (random crop, flips for CIFAR-10)")
+                        with gr.Row():
+                            train_btn = gr.Button("Train", variant="primary", elem_id="train-btn")
+                            stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+                        with gr.Row():
+                            use_btn = gr.Button("Explore this model", elem_id="use-btn")
+                        t_files = gr.File(label="Download the checkpoint (.safetensors + .json)", file_count="multiple",
+                                          interactive=False)
+                    with gr.Column(scale=2):
+                        t_status = gr.Markdown("Press **Train** to start.", elem_id="train-status")
+                        t_progress = gr.HTML(progress_html(0.0))
+                        t_curves = gr.Image(label="Loss and accuracy", interactive=False, format="png", elem_id="curves")
+                        t_probes = gr.Image(label="Attention rollout on fixed probe images (prediction)",
+                                            interactive=False, format="png")
+                        t_pos = gr.Image(label="Positional-embedding similarity", interactive=False, format="png")
         hidden_predict = gr.Button(visible=False)
 
         # ------------------------------------------------------------ wiring
@@ -372,6 +515,15 @@ def build_demo() -> gr.Blocks:
             model_view, mv_inputs, mv_outputs, api_visibility="private")
         ckpt_files.upload(upload_checkpoint, [ckpt_files, state], [ckpt_status, state, model_dd],
                           api_visibility="private")
+
+        t_preset.change(preset_sizes, t_preset, [t_depth, t_heads, t_width, t_patch], api_visibility="private")
+        train_btn.click(train_run, [t_dataset, t_preset, t_depth, t_heads, t_width, t_patch, t_epochs, t_budget, t_bs,
+                                    t_lr, t_subset, t_aug, t_seed, state],
+                        [t_status, t_progress, t_curves, t_probes, t_pos, t_files, state],
+                        api_name="train", concurrency_limit=TRAIN_SLOTS, concurrency_id="train",
+                        api_description="Train a ViT live; streams status, progress, curves and pictures.")
+        stop_btn.click(stop_run, None, t_status, api_name="stop", queue=False)
+        use_btn.click(explore_trained, state, [model_dd, tabs], api_visibility="private")
         if cifar_examples:
             demo.load(lambda: cifar_examples[3][0], None, image, api_visibility="private")
         demo.load(model_view, mv_inputs, mv_outputs, api_visibility="private")
@@ -382,9 +534,17 @@ def cifar_classes() -> list[str]:
     return load_classes("cifar10")
 
 
+CSS = """
+.vv-progress {position: relative; height: 22px; background: #eee; border-radius: 6px; overflow: hidden;}
+.vv-bar {height: 100%; background: linear-gradient(90deg, #f97316, #fb923c); transition: width 0.4s;}
+.vv-progress span {position: absolute; left: 8px; top: 2px; font-size: 13px; color: #222;}
+"""
+
+
 def launch(demo: gr.Blocks | None = None, **kw):
     demo = demo or build_demo()
     demo.queue(default_concurrency_limit=2)
     kw.setdefault("allowed_paths", [str(ASSETS)])
     kw.setdefault("show_error", True)
+    kw.setdefault("css", CSS)
     return demo.launch(**kw)

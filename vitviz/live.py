@@ -1,0 +1,224 @@
+"""Live training for the app: one run per visitor, streamed as pictures while it learns.
+
+`stream_run` wraps vitviz.train.train (the same loop the CLI uses) and turns its
+events into updates every couple of seconds: a progress line, curves, attention
+rollout on fixed probe images, the positional-embedding similarity tiles and
+sample predictions. Stop requests are keyed by the visitor's session; the loop
+checks for them every step, so a run ends within a step of the click and keeps
+what it has learned.
+"""
+from __future__ import annotations
+
+import copy
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import checkpoint
+from . import interpret as I
+from . import render as R
+from .data import DATASETS, Dataset, load_dataset, normalize
+from .train import TrainConfig, pick_device, train
+
+_datasets: dict[str, Dataset] = {}
+_data_lock = threading.Lock()
+
+
+def get_data(name: str) -> Dataset:
+    """The data set, loaded once per process and then only read (raises DataUnavailable)."""
+    with _data_lock:
+        if name not in _datasets:
+            _datasets[name] = load_dataset(name)
+        return _datasets[name]
+
+
+def data_available(name: str) -> bool:
+    try:
+        get_data(name)
+        return True
+    except Exception:
+        return False
+
+
+def data_note() -> str:
+    """Where training data will come from, without loading it."""
+    from .data import DataUnavailable, find_source
+
+    try:
+        src = find_source("cifar10") or find_source("mnist")
+    except DataUnavailable as e:
+        return f"**Training data problem:** {e}. The rest of the app works."
+    if src is not None:
+        return f"Training data: the local copy at `{src.parent if src.is_file() else src}`."
+    return ("Training data: downloaded by torchvision on the first run (needs internet); without it, set "
+            "VITVIZ_DATA to a folder or zip of CIFAR-10 / MNIST. The rest of the app works either way.")
+
+
+def quick_defaults(device: torch.device) -> dict:
+    """Defaults that show a clear result quickly on the hardware found."""
+    if device.type == "cuda":
+        return dict(preset="tiny", epochs=30, time_budget=60, batch_size=512, lr=3e-3, subset=0)
+    return dict(preset="tiny", epochs=30, time_budget=180, batch_size=128, lr=2e-3, subset=0)
+
+
+@dataclass
+class Update:
+    """What the page shows at one moment of a run."""
+    status: str  # markdown: device, progress, ETA, images/s
+    progress: float  # 0..1
+    curves: np.ndarray | None = None
+    probes: np.ndarray | None = None
+    pos_tiles: np.ndarray | None = None
+    done: bool = False
+    model: object = None  # the trained model (CPU copy), once the run ends
+    files: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+class Stops:
+    """Per-session stop flags."""
+
+    def __init__(self):
+        self._events: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def new(self, key: str) -> threading.Event:
+        with self._lock:
+            ev = threading.Event()
+            self._events[key] = ev
+            return ev
+
+    def stop(self, key: str) -> bool:
+        with self._lock:
+            ev = self._events.get(key)
+        if ev is None:
+            return False
+        ev.set()
+        return True
+
+    def clear(self, key: str, ev: threading.Event):
+        with self._lock:
+            if self._events.get(key) is ev:
+                del self._events[key]
+
+    def __len__(self):
+        return len(self._events)
+
+
+STOPS = Stops()
+
+
+def probe_set(data: Dataset, n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
+    """n validation images, one per class, fixed for the whole run."""
+    split = data.val if len(data.val) else data.test
+    idx = []
+    for c in range(len(data.classes)):
+        hits = (split.y == c).nonzero().flatten()
+        if len(hits):
+            idx.append(int(hits[0]))
+        if len(idx) == n:
+            break
+    idx = torch.tensor(idx)
+    return split.x[idx], split.y[idx]
+
+
+@torch.no_grad()
+def render_snapshot(model, probes_x: torch.Tensor, probes_y: torch.Tensor, classes: list[str]):
+    """(rollout over the probe images with their predictions, positional-similarity tiles)."""
+    device = next(model.parameters()).device
+    was = model.training
+    model.eval()
+    x = normalize(probes_x.to(device), model.mean, model.std)
+    logits, attn = model(x, return_attention=True)
+    model.train(was)
+    roll = I.attention_rollout(attn.float().cpu())[:, 0, 1:]  # (B, P)
+    g = model.config.grid_size
+    pred = logits.argmax(-1).cpu()
+    tiles, labels = [], []
+    for i in range(len(x)):
+        px = probes_x[i].permute(1, 2, 0).numpy()
+        m = roll[i]
+        m = (m - m.min()) / (m.max() - m.min()).clamp_min(1e-12)
+        tiles.append(R.overlay(px, m.view(g, g), 96, alpha=0.6))
+        ok = "ok" if int(pred[i]) == int(probes_y[i]) else f"true {classes[int(probes_y[i])]}"
+        labels.append(f"{classes[int(pred[i])]} ({ok})")
+    probes = R.tile([tiles], col_labels=labels, label_size=11)
+    sim = I.pos_embed_similarity(model)
+    return probes, R.pos_similarity_tiles(sim, tile_size=max(14, min(28, 240 // g)))
+
+
+def _fmt_time(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(max(0, s))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snapshot_every_s: float = 8.0,
+               out_dir: str | None = None):
+    """Run training and yield `Update`s: at most one every `every` seconds, plus one per epoch and a final one."""
+    try:
+        data = get_data(cfg.dataset)
+    except Exception as e:
+        yield Update(status=f"**The {cfg.dataset} data set is not available:** {e}", progress=0.0, done=True,
+                     error=str(e))
+        return
+    device = pick_device(cfg.device)
+    px, py = probe_set(data)
+    steps: list[tuple[float, float]] = []
+    history: list[dict] = []
+    last_emit, last_snap = 0.0, 0.0
+    probes = pos = None
+    head = ""
+    out_dir = out_dir or tempfile.mkdtemp(prefix="vitviz-run-")
+    out = Path(out_dir) / f"vitviz-{cfg.dataset}-{cfg.preset}"
+    for ev in train(cfg, data=data, stop=stop, out=out, snapshots=True):
+        kind = ev["event"]
+        now = time.perf_counter()
+        if kind == "start":
+            head = (f"Training a {ev['params']:,}-parameter ViT on **{ev['device_name']}**, "
+                    f"{ev['train_images']:,} {cfg.dataset} images")
+            yield Update(status=head + " ... starting", progress=0.0)
+            continue
+        if kind == "step":
+            steps.append((ev["epoch"], ev["loss"]))
+            if now - last_emit >= every:
+                last_emit = now
+                status = (f"{head}  \nstep {ev['step']:,}, epoch {ev['epoch']:.2f}, loss {ev['loss']:.3f}, "
+                          f"{ev['images_per_s']:.0f} images/s, elapsed {_fmt_time(ev['elapsed'])}, "
+                          f"about {_fmt_time(ev['eta'])} left")
+                yield Update(status=status, progress=ev["progress"], curves=_curves(history, steps))
+        elif kind == "snapshot":
+            if ev["at"] == "epoch" or now - last_snap >= snapshot_every_s:
+                last_snap = now
+                probes, pos = render_snapshot(ev["model"], px, py, data.classes)
+                yield Update(status=None, progress=None, probes=probes, pos_tiles=pos)
+        elif kind == "epoch":
+            history.append(ev)
+            yield Update(status=f"{head}  \nepoch {ev['epoch']:g}: validation accuracy **{100 * ev['val_acc']:.1f}%**",
+                         progress=None, curves=_curves(history, steps))
+        elif kind in ("done", "stopped", "error"):
+            model = ev["model"]
+            if kind == "error":
+                yield Update(status=f"**The run stopped:** {ev['message']}", progress=1.0, done=True,
+                             error=ev["message"], curves=_curves(history, steps))
+                return
+            probes, pos = render_snapshot(model, px, py, data.classes)
+            acc = history[-1]["val_acc"] if history else float("nan")
+            files = [str(p) for p in checkpoint.paths(out)] if ev.get("path") else []
+            what = "Finished" if kind == "done" else "Stopped"
+            status = (f"**{what}** after {ev['step']:,} steps ({_fmt_time(ev['train_seconds'])} of training): "
+                      f"validation accuracy **{100 * acc:.1f}%**. Press *Explore this model* to look inside it, "
+                      f"or download its checkpoint.")
+            yield Update(status=status, progress=1.0, curves=_curves(history, steps), probes=probes, pos_tiles=pos,
+                         done=True, model=copy.deepcopy(model).cpu().eval(), files=files)
+            return
+
+
+def _curves(history, steps) -> np.ndarray:
+    return R.figure_to_array(R.curves_figure(history, steps[-2000:]))
