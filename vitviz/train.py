@@ -279,7 +279,7 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
                 yield {"event": "checkpoint", "path": str(path), "epoch": epoch}
             if snapshots:
                 yield {"event": "snapshot", "at": "epoch", "step": step, "epoch": epoch, "model": model}
-            t_window = time.perf_counter()  # do not count evaluation time against images/s
+            seen_window, t_window = 0, time.perf_counter()  # evaluation time is not training time
 
     elapsed = time.perf_counter() - t0
     if status != "error" and (not history or history[-1]["step"] != step) and step > 0:

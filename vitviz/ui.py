@@ -337,7 +337,8 @@ def train_run(dataset: str = "cifar10", preset: str = QUICK["preset"], depth: fl
     cfg = TrainConfig(dataset=dataset, preset=preset, depth=depth, num_heads=heads, embed_dim=width,
                       patch_size=patch, epochs=epochs, time_budget=time_budget, batch_size=batch_size, lr=lr,
                       subset=subset, augment=bool(augment), seed=seed, warmup=min(1.0, epochs / 5),
-                      snapshot_every=50 if DEVICE.type == "cpu" else 200, eval_images=1000)
+                      snapshot_every=50 if DEVICE.type == "cpu" else 200, eval_images=1000,
+                      log_every=5 if DEVICE.type == "cpu" else 20)
     key = _session_key(request)
     stop = live.STOPS.new(key)
     skip = gr.skip()
