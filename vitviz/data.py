@@ -175,6 +175,7 @@ def load_dataset(name: str = "cifar10", data=None, val_size: int = 5000, seed: i
     spec = DATASETS[name]
     arrays, desc = _load_arrays(name, data)
     tx, ty = (torch.from_numpy(a) for a in arrays["train"])
+    val_size = min(val_size, len(ty) // 10)  # a small data set keeps at least 90% for training
     perm = torch.randperm(len(ty), generator=torch.Generator().manual_seed(seed))
     val_idx, train_idx = perm[:val_size], perm[val_size:]
     return Dataset(
@@ -223,9 +224,10 @@ def augment(x: torch.Tensor, flip: bool = True, pad: int = 4, generator: torch.G
 
 def open_image(path_or_bytes) -> Image.Image:
     """Open an image file with the decompression-bomb guard; raises ValueError with a readable message."""
-    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
     try:
         im = Image.open(path_or_bytes if not isinstance(path_or_bytes, bytes) else io.BytesIO(path_or_bytes))
+        if im.width * im.height > MAX_PIXELS:  # checked from the header, before decoding anything
+            raise Image.DecompressionBombError("too many pixels")
         im.load()
         return im
     except Image.DecompressionBombError:

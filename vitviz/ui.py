@@ -456,15 +456,15 @@ def build_demo() -> gr.Blocks:
                         t_preset = gr.Dropdown(list(PRESETS), value=QUICK["preset"], label="Model preset")
                         with gr.Row():
                             t_depth = gr.Slider(1, 12, value=TINY.depth, step=1, label="Depth")
-                            t_heads = gr.Dropdown([1, 2, 3, 4, 6, 8], value=TINY.num_heads, label="Heads")
+                            t_heads = gr.Dropdown([1, 2, 3, 4, 6, 8], value=TINY.num_heads, label="Heads", allow_custom_value=True)
                         with gr.Row():
-                            t_width = gr.Dropdown([32, 64, 96, 128, 192, 256, 384], value=TINY.embed_dim, label="Width")
-                            t_patch = gr.Dropdown([2, 4, 7, 8], value=TINY.patch_size, label="Patch size")
+                            t_width = gr.Dropdown([32, 64, 96, 128, 192, 256, 384], value=TINY.embed_dim, label="Width", allow_custom_value=True)
+                            t_patch = gr.Dropdown([2, 4, 7, 8], value=TINY.patch_size, label="Patch size", allow_custom_value=True)
                         with gr.Row():
                             t_epochs = gr.Number(value=QUICK["epochs"], label="Epochs (at most)")
                             t_budget = gr.Number(value=QUICK["time_budget"], label="Time budget, s (0: none)")
                         with gr.Row():
-                            t_bs = gr.Dropdown([32, 64, 128, 256, 512, 1024], value=QUICK["batch_size"], label="Batch size")
+                            t_bs = gr.Dropdown([32, 64, 128, 256, 512, 1024], value=QUICK["batch_size"], label="Batch size", allow_custom_value=True)
                             t_lr = gr.Number(value=QUICK["lr"], label="Learning rate")
                         with gr.Row():
                             t_subset = gr.Number(value=QUICK["subset"], precision=0, label="Training images (0: all)")

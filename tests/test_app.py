@@ -1,0 +1,294 @@
+"""The app: handlers called directly, then every public endpoint through gradio_client."""
+import gc
+import io
+import os
+import socket
+import threading
+import time
+
+import gradio as gr
+import numpy as np
+import pytest
+from PIL import Image
+
+from test_data import make_zip
+from vitviz import gallery, live, ui
+from vitviz.data import DATASETS
+
+EXAMPLE = gallery.items("cifar10")[3][0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def small_data(tmp_path_factory):
+    """A tiny CIFAR-10 and MNIST in the zip layout, so training tests take seconds."""
+    root = tmp_path_factory.mktemp("data")
+    make_zip(root / "cifar10-jpeg.zip", n_per_class=24)
+    make_zip(root / "mnist-png.zip", n_per_class=24, size=28, mode="L", classes=DATASETS["mnist"]["classes"])
+    old = {k: os.environ.get(k) for k in ("VITVIZ_DATA", "VITVIZ_CACHE")}
+    os.environ["VITVIZ_DATA"] = str(root)
+    os.environ["VITVIZ_CACHE"] = str(root / "cache")
+    live._datasets.clear()
+    yield root
+    live._datasets.clear()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def image_file(tmp_path, name, make):
+    p = tmp_path / name
+    data = make()
+    if isinstance(data, bytes):
+        p.write_bytes(data)
+    else:
+        data(p)
+    return str(p)
+
+
+def bad_inputs(tmp_path):
+    """(name, path, must_succeed)."""
+    def save(im, fmt, **kw):
+        return lambda p: im.save(p, format=fmt, **kw)
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    frames = [Image.new("RGB", (40, 40), c) for c in [(255, 0, 0), (0, 0, 255)]]
+    return [
+        ("corrupt.png", image_file(tmp_path, "corrupt.png", lambda: b"\x89PNG\r\n\x1a\n" + os.urandom(200)), False),
+        ("notes.txt", image_file(tmp_path, "notes.txt", lambda: b"hello, not an image"), False),
+        ("empty.jpg", image_file(tmp_path, "empty.jpg", lambda: b""), False),
+        ("bomb.png", image_file(tmp_path, "bomb.png", lambda: save(Image.new("1", (10000, 10000)), "PNG")), False),
+        ("huge.jpg", image_file(tmp_path, "huge.jpg", lambda: save(Image.new("RGB", (6000, 4000), (90, 120, 200)), "JPEG")), True),
+        ("grey.png", image_file(tmp_path, "grey.png", lambda: save(Image.new("L", (50, 40), 128), "PNG")), True),
+        ("rgba.png", image_file(tmp_path, "rgba.png", lambda: save(Image.new("RGBA", (30, 30), (255, 0, 0, 60)), "PNG")), True),
+        ("cmyk.jpg", image_file(tmp_path, "cmyk.jpg", lambda: save(Image.new("CMYK", (30, 30), (0, 100, 200, 0)), "JPEG")), True),
+        ("deep.png", image_file(tmp_path, "deep.png", lambda: save(Image.fromarray(np.full((30, 30), 40000, np.uint16)), "PNG")), True),
+        ("palette.gif", image_file(tmp_path, "palette.gif", lambda: save(Image.new("RGB", (30, 30), (0, 200, 0)).convert("P"), "GIF")), True),
+        ("anim.gif", image_file(tmp_path, "anim.gif", lambda: save(frames[0], "GIF", save_all=True, append_images=frames[1:])), True),
+        ("dot.png", image_file(tmp_path, "dot.png", lambda: save(Image.new("RGB", (1, 1), (5, 5, 5)), "PNG")), True),
+        ("rotated.jpg", image_file(tmp_path, "rotated.jpg", lambda: save(Image.new("RGB", (64, 32), (200, 10, 10)), "JPEG", exif=exif)), True),
+    ]
+
+
+# ---------------------------------------------------------------- handlers, directly
+
+
+def test_explain_handler_gives_every_picture():
+    out = ui.explain({"path": EXAMPLE})
+    label, sees, roll, grad, strip, heads, large, p_heads, p_roll, summary, state = out
+    assert len(label) == 5 and abs(sum(label.values()) - 1) < 0.5
+    for pic in (sees, roll, grad, strip, heads, large):
+        assert isinstance(pic, np.ndarray) and pic.ndim == 3 and pic.shape[2] == 3
+    assert p_heads is None and p_roll is None and "Prediction" in summary
+    out2 = ui.explain({"path": EXAMPLE}, patch=10, fusion="max", discard=0.5, state=state)
+    assert out2[7] is not None and out2[8] is not None
+
+
+def test_predict_handler_matches_explain():
+    assert ui.predict(EXAMPLE) == pytest.approx(ui.explain(EXAMPLE)[0], abs=1e-4)
+
+
+@pytest.mark.parametrize("index", range(13))
+def test_bad_and_strange_images(tmp_path, index):
+    name, path, ok = bad_inputs(tmp_path)[index]
+    if ok:
+        out = ui.explain({"path": path})
+        assert len(out[0]) == 5, name
+    else:
+        with pytest.raises(gr.Error) as e:
+            ui.explain({"path": path})
+        assert "Traceback" not in str(e.value) and len(str(e.value)) > 20, name
+
+
+def test_bad_options_and_models():
+    for kwargs in (dict(fusion="median"), dict(discard=2.0), dict(target="giraffe"), dict(model_key="nope"),
+                   dict(model_key="session"), dict(model_key="upload")):
+        with pytest.raises(gr.Error):
+            ui.explain({"path": EXAMPLE}, **kwargs)
+    with pytest.raises(gr.Error):
+        ui.explain(None)
+
+
+def test_mnist_model_and_its_classes():
+    out = ui.explain({"path": gallery.items("mnist")[0][0]}, model_key="mnist", target="3")
+    assert set(out[0]) <= set("0123456789")
+    updates = ui.model_controls("mnist", None)
+    assert updates[0]["choices"][1] == ("0", "0") or "0" in str(updates[0]["choices"])
+
+
+def test_upload_checkpoint(tmp_path, tiny_model):
+    from vitviz import checkpoint
+
+    checkpoint.save(tmp_path / "mine", tiny_model)
+    state = ui.new_state()
+    msg, state, key = ui.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "mine.json")], state)
+    assert key == "upload" and "Loaded" in msg
+    out = ui.explain({"path": EXAMPLE}, model_key="upload", layer=2, head=4, state=state)
+    assert len(out[0]) == 5
+    (tmp_path / "evil.json").write_text('{"format": "vitviz-checkpoint", "model": {"depth": "__import__"}}')
+    with pytest.raises(gr.Error, match="could not be loaded"):
+        ui.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")], ui.new_state())
+    with pytest.raises(gr.Error, match="two files"):
+        ui.upload_checkpoint([str(tmp_path / "mine.safetensors")], ui.new_state())
+
+
+def test_model_view_and_clicks():
+    tiles, large, dist, comps, card, note = ui.model_view("cifar10", -1, None)
+    assert tiles.ndim == 3 and dist.ndim == 3 and "parameters" in card
+
+    class Evt:
+        index = [100, 40]
+
+    assert ui.click_patch("cifar10", None, Evt()) == 1 * 8 + 3
+
+
+class FakeRequest:
+    def __init__(self, h):
+        self.session_hash = h
+
+
+def _drain_with_stop(key, after=2, **kw):
+    gen = ui.train_run(embed_width := None, **kw) if False else ui.train_run(request=FakeRequest(key), **kw)
+    outs = []
+    for i, o in enumerate(gen):
+        outs.append(o)
+        if i == after:
+            assert ui.stop_run(FakeRequest(key)).startswith("Stopping")
+    return outs
+
+
+def test_train_handler_streams_and_stops_quickly():
+    t0 = None
+    outs = []
+    gen = ui.train_run(width=32, heads=2, depth=1, epochs=50, time_budget=0, batch_size=16, request=FakeRequest("a"))
+    for o in gen:
+        outs.append(o)
+        if len(outs) == 3:
+            ui.stop_run(FakeRequest("a"))
+            t0 = time.perf_counter()
+    assert time.perf_counter() - t0 < 2.0
+    status, state = outs[-1][0], outs[-1][-1]
+    assert "Stopped" in status
+    assert state["models"]["session"] is not None
+    assert len(outs[-1][5]) == 2  # safetensors + json to download
+    assert ui.stop_run(FakeRequest("a")) == "No run of yours is going."
+    model_dd, tabs = ui.explore_trained(state)
+    assert model_dd["value"] == "session"
+    out = ui.explain({"path": EXAMPLE}, model_key="session", state=state)
+    assert len(out[0]) == 5
+
+
+def test_train_handler_rejects_bad_settings():
+    for kw in (dict(patch=5), dict(width=100, heads=3), dict(lr=-1), dict(dataset="imagenet"), dict(subset=3)):
+        with pytest.raises(gr.Error):
+            next(ui.train_run(request=FakeRequest("b"), **kw))
+
+
+def test_training_without_data_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("VITVIZ_DATA", str(tmp_path / "missing"))
+    monkeypatch.setattr(live, "_datasets", {})
+    with pytest.raises(gr.Error, match="not available"):
+        next(ui.train_run(request=FakeRequest("c")))
+
+
+def test_ten_start_stop_cycles_leave_nothing_behind():
+    from vitviz.model import ViT
+
+    def count_models():
+        gc.collect()
+        return sum(isinstance(o, ViT) for o in gc.get_objects())
+
+    state = ui.new_state()
+    ui.explain({"path": EXAMPLE})  # shipped models loaded once
+    threads0, models0 = threading.active_count(), count_models()
+    for i in range(10):
+        gen = ui.train_run(width=32, heads=2, depth=1, epochs=50, batch_size=16, state=state,
+                           request=FakeRequest(f"cycle{i}"))
+        for k, o in enumerate(gen):
+            if k == 1:
+                ui.stop_run(FakeRequest(f"cycle{i}"))
+        state = o[-1]
+    assert threading.active_count() <= threads0
+    assert len(live.STOPS) == 0
+    assert count_models() <= models0 + 1  # only the last session model is kept
+
+
+# ---------------------------------------------------------------- through gradio_client
+
+
+@pytest.fixture(scope="module")
+def client():
+    from gradio_client import Client
+
+    demo = ui.build_demo()
+    _, url, _ = ui.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                          quiet=True)
+    yield Client(url, verbose=False)
+    demo.close()
+
+
+def test_api_predict_and_explain(client):
+    from gradio_client import handle_file
+
+    lab = client.predict(handle_file(EXAMPLE), api_name="/predict")
+    assert len(lab["confidences"]) == 5
+    out = client.predict(handle_file(EXAMPLE), api_name="/explain")
+    assert len(out) == 10 and os.path.exists(out[1]) and out[7] is None
+    out = client.predict(handle_file(EXAMPLE), model_key="cifar10", fusion="min", discard=0.3, patch=12,
+                         api_name="/explain")
+    assert out[7] is not None and Image.open(out[8]).size == (256, 256)
+
+
+def test_api_bad_inputs_get_messages_and_the_app_stays_up(client, tmp_path):
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    for name, path, ok in bad_inputs(tmp_path):
+        if name in ("huge.jpg",):  # covered by the handler test; slow to upload
+            continue
+        if ok:
+            assert len(client.predict(handle_file(path), api_name="/predict")["confidences"]) == 5, name
+        else:
+            with pytest.raises(AppError) as e:
+                client.predict(handle_file(path), api_name="/explain")
+            assert "could not" in str(e.value) or "too large" in str(e.value), name
+        assert len(client.predict(handle_file(EXAMPLE), api_name="/predict")["confidences"]) == 5
+
+
+def test_api_train_streams_updates(client):
+    job = client.submit(width=32, heads=2, depth=1, epochs=2, time_budget=0, batch_size=16, api_name="/train")
+    updates = [o for o in job]
+    job.result()
+    final = job.outputs()[-1]
+    assert len(job.outputs()) >= 3
+    assert "Finished" in final[0] and "validation accuracy" in final[0]
+    assert len(final[5]) == 2
+
+
+def test_api_second_training_waits_in_line(client):
+    from gradio_client.utils import Status
+
+    first = client.submit(width=32, heads=2, depth=1, epochs=50, time_budget=6, batch_size=16, api_name="/train")
+    deadline = time.time() + 20
+    running = (Status.PROCESSING, Status.ITERATING)
+    while first.status().code not in running and time.time() < deadline:
+        time.sleep(0.1)
+    second = client.submit(width=32, heads=2, depth=1, epochs=1, batch_size=16, api_name="/train")
+    seen_queue = False
+    while not first.done() and time.time() < deadline + 20:
+        st = second.status()
+        if st.code in (Status.IN_QUEUE, Status.SENDING_DATA, Status.JOINING_QUEUE) and st.rank is not None:
+            seen_queue = True
+        time.sleep(0.2)
+    first.result()
+    second.result()
+    assert seen_queue
+    assert "Finished" in second.outputs()[-1][0]

@@ -1,0 +1,120 @@
+import math
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+from helpers import synthetic_cifar
+from vitviz import checkpoint
+from vitviz.train import TrainConfig, train
+
+TINY = dict(preset="tiny", embed_dim=32, depth=2, num_heads=2, batch_size=32, log_every=1, val_size=0)
+
+
+def events(cfg, **kw):
+    return list(train(cfg, data=synthetic_cifar(), **kw))
+
+
+def test_event_stream_shape():
+    evs = events(TrainConfig(epochs=2, **TINY))
+    kinds = [e["event"] for e in evs]
+    assert kinds[0] == "start" and kinds[-1] == "done"
+    assert kinds.count("epoch") == 2
+    steps = [e for e in evs if e["event"] == "step"]
+    assert [e["step"] for e in steps] == list(range(1, 17))
+    for e in steps:
+        assert e["images_per_s"] > 0 and 0 <= e["progress"] <= 1 and e["lr"] >= 0 and e["eta"] >= 0
+    ep = [e for e in evs if e["event"] == "epoch"][-1]
+    assert 0 <= ep["val_acc"] <= 1 and math.isfinite(ep["val_loss"])
+    assert not evs[-1]["model"].training
+
+
+def test_loss_falls_when_overfitting_one_batch():
+    data = synthetic_cifar(n_train=32)
+    cfg = TrainConfig(epochs=100, lr=1e-2, warmup=0, augment=False, label_smoothing=0.0, weight_decay=0.0, **TINY)
+    losses = [e["loss"] for e in train(cfg, data=data) if e["event"] == "step"]
+    assert losses[-1] < 0.4 * losses[0]
+
+
+def test_learning_rate_schedule_warms_up_and_decays():
+    lrs = [e["lr"] for e in events(TrainConfig(epochs=4, warmup=1, lr=1e-3, **TINY)) if e["event"] == "step"]
+    peak = lrs.index(max(lrs))
+    assert 0 < peak < len(lrs) - 1
+    assert lrs[0] < max(lrs) and lrs[-1] < 0.1 * max(lrs)
+
+
+def test_stop_keeps_what_it_learned(tmp_path):
+    stop = threading.Event()
+    out = tmp_path / "run" / "m"
+    seen = []
+    for ev in train(TrainConfig(epochs=50, **TINY), data=synthetic_cifar(), stop=stop, out=out):
+        seen.append(ev)
+        if ev["event"] == "step" and ev["step"] == 5:
+            stop.set()
+    assert seen[-1]["event"] == "stopped" and seen[-1]["step"] == 5
+    m = checkpoint.load(out)
+    torch.testing.assert_close(m.head.weight, seen[-1]["model"].head.weight.cpu())
+
+
+def test_nan_loss_stops_with_a_clear_message():
+    evs = events(TrainConfig(epochs=2, lr=1e9, warmup=0, **TINY))
+    assert evs[-1]["event"] == "error"
+    assert "diverged" in evs[-1]["message"] and "learning rate" in evs[-1]["message"]
+
+
+def test_checkpoint_every_epoch_and_resume(tmp_path):
+    out = tmp_path / "m"
+    cfg = TrainConfig(epochs=3, **TINY)
+    data = synthetic_cifar()
+    stop = threading.Event()
+    for ev in train(cfg, data=data, out=out, stop=stop):
+        if ev["event"] == "checkpoint" and ev["epoch"] == 1:
+            stop.set()  # as if killed after the first epoch's checkpoint
+    state = checkpoint.load_state(out)
+    assert state is not None and any(k.startswith("opt.") for k in state)
+    evs = list(train(cfg, data=data, out=out, resume=True))
+    assert evs[0]["resumed_step"] >= 8
+    assert evs[-1]["event"] == "done" and evs[-1]["step"] == 24
+    epochs = [e["epoch"] for e in evs if e["event"] == "epoch"]
+    assert epochs[-1] == 3
+    assert len(checkpoint.read_meta(out)["history"]) >= 3
+
+
+def test_resume_refuses_a_different_model(tmp_path):
+    out = tmp_path / "m"
+    events(TrainConfig(epochs=1, **TINY), out=out)
+    with pytest.raises(checkpoint.CheckpointError, match="different model"):
+        list(train(TrainConfig(epochs=1, **{**TINY, "depth": 3}), data=synthetic_cifar(), out=out, resume=True))
+
+
+def test_cli_help_and_bad_data():
+    r = subprocess.run([sys.executable, "-m", "vitviz.train", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0
+    for flag in ("--preset", "--dataset", "--epochs", "--batch-size", "--lr", "--weight-decay", "--warmup",
+                 "--label-smoothing", "--seed", "--data", "--out", "--resume"):
+        assert flag in r.stdout
+    r = subprocess.run([sys.executable, "-m", "vitviz.train", "--data", "/nonexistent/place", "--epochs", "1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "error:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_trains_on_a_zip_and_evaluate_reports(tmp_path):
+    from test_data import make_zip
+
+    z = make_zip(tmp_path / "cifar10-jpeg.zip", n_per_class=4)
+    env_cache = {"VITVIZ_CACHE": str(tmp_path / "cache")}
+    import os
+
+    env = {**os.environ, **env_cache}
+    out = tmp_path / "run" / "m"
+    r = subprocess.run([sys.executable, "-m", "vitviz.train", "--data", str(z), "--epochs", "1", "--embed-dim", "32",
+                        "--depth", "1", "--num-heads", "2", "--batch-size", "8", "--val-size", "8", "--out", str(out)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "epoch 1" in r.stderr + r.stdout
+    r = subprocess.run([sys.executable, "-m", "vitviz.evaluate", "--checkpoint", str(out), "--data", str(z)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "test accuracy" in r.stdout and "/40)" in r.stdout
