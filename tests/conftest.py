@@ -11,6 +11,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+from vitviz.data import DATASETS  # noqa: E402
 from vitviz.model import ViT, make_config  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("VITVIZ_DATA", ROOT.parent / "shared" / "data"))
@@ -31,3 +32,26 @@ def shared_data():
     if not SHARED_DATA.exists():
         pytest.skip("the shared data sets are not present")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def small_data(tmp_path_factory):
+    """A tiny CIFAR-10 and MNIST in the zip layout, so training tests take seconds."""
+    from test_data import make_zip
+
+    root = tmp_path_factory.mktemp("data")
+    make_zip(root / "cifar10-jpeg.zip", n_per_class=24)
+    make_zip(root / "mnist-png.zip", n_per_class=24, size=28, mode="L", classes=DATASETS["mnist"]["classes"])
+    old = {k: os.environ.get(k) for k in ("VITVIZ_DATA", "VITVIZ_CACHE")}
+    os.environ["VITVIZ_DATA"] = str(root)
+    os.environ["VITVIZ_CACHE"] = str(root / "cache")
+    from vitviz import live
+
+    live._datasets.clear()
+    yield root
+    live._datasets.clear()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from test_data import make_zip
 from vitviz import gallery, live, ui
 from vitviz.data import DATASETS
 
@@ -24,23 +23,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def small_data(tmp_path_factory):
-    """A tiny CIFAR-10 and MNIST in the zip layout, so training tests take seconds."""
-    root = tmp_path_factory.mktemp("data")
-    make_zip(root / "cifar10-jpeg.zip", n_per_class=24)
-    make_zip(root / "mnist-png.zip", n_per_class=24, size=28, mode="L", classes=DATASETS["mnist"]["classes"])
-    old = {k: os.environ.get(k) for k in ("VITVIZ_DATA", "VITVIZ_CACHE")}
-    os.environ["VITVIZ_DATA"] = str(root)
-    os.environ["VITVIZ_CACHE"] = str(root / "cache")
-    live._datasets.clear()
-    yield root
-    live._datasets.clear()
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+pytestmark = pytest.mark.usefixtures("small_data")
 
 
 def image_file(tmp_path, name, make):

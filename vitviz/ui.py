@@ -388,7 +388,7 @@ def build_demo() -> gr.Blocks:
         state = gr.State(new_state())
         gr.Markdown(INTRO)
         with gr.Row():
-            model_dd = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Model", scale=3)
+            model_dd = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Model", scale=3, elem_id="model-dd")
             with gr.Accordion("Upload a checkpoint (.safetensors + .json)", open=False):
                 ckpt_files = gr.File(file_count="multiple", file_types=[".safetensors", ".json"],
                                      label="Checkpoint files")
@@ -412,7 +412,8 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             layer = gr.Slider(1, 6, value=6, step=1, label="Layer (large view)")
                             head = gr.Slider(1, 6, value=1, step=1, label="Head (large view)")
-                        patch = gr.Number(value=-1, precision=0, label="Selected patch (click the input; -1: none)")
+                        patch = gr.Number(value=-1, precision=0, label="Selected patch (click the input; -1: none)",
+                                          elem_id="patch")
                         with gr.Row():
                             alpha = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Map opacity")
                             smooth = gr.Checkbox(value=True, label="Smooth maps (bilinear)")
@@ -420,31 +421,32 @@ def build_demo() -> gr.Blocks:
                         summary = gr.Markdown()
                         with gr.Row():
                             sees = gr.Image(label="What the model sees (click a patch)", interactive=False,
-                                            elem_id="sees", format="png")
+                                            elem_id="sees", format="png", elem_classes=["vv-pic"], height=320)
                             label = gr.Label(num_top_classes=5, label="Top 5")
                         with gr.Row():
-                            rollout_img = gr.Image(label="Attention rollout", interactive=False, format="png")
-                            grad_img = gr.Image(label="Gradient rollout", interactive=False, format="png")
-                            head_img = gr.Image(label="Selected layer and head", interactive=False, format="png")
-                        strip = gr.Image(label="Rollout up to each layer", interactive=False, format="png")
-                        heads_img = gr.Image(label="CLS attention: every layer x head", interactive=False, format="png")
+                            rollout_img = gr.Image(label="Attention rollout", interactive=False, format="png", elem_classes=["vv-pic"],
+                                                   elem_id="rollout")
+                            grad_img = gr.Image(label="Gradient rollout", interactive=False, format="png", elem_classes=["vv-pic"])
+                            head_img = gr.Image(label="Selected layer and head", interactive=False, format="png", elem_classes=["vv-pic"])
+                        strip = gr.Image(label="Rollout up to each layer", interactive=False, format="png", elem_classes=["vv-pic"])
+                        heads_img = gr.Image(label="CLS attention: every layer x head", interactive=False, format="png", elem_classes=["vv-pic"])
                         with gr.Row():
                             patch_heads = gr.Image(label="From the selected patch: every layer x head",
-                                                   interactive=False, format="png")
+                                                   interactive=False, format="png", elem_classes=["vv-pic"], elem_id="patch-heads")
                             patch_roll = gr.Image(label="From the selected patch: rolled out", interactive=False,
                                                   format="png")
             with gr.Tab("Model", id="model"):
                 card = gr.Markdown()
                 with gr.Row():
                     pos_tiles = gr.Image(label="Positional-embedding similarity (click a position)",
-                                         interactive=False, format="png", elem_id="pos-tiles")
-                    pos_large = gr.Image(label="Selected position", interactive=False, format="png")
+                                         interactive=False, format="png", elem_classes=["vv-pic"], elem_id="pos-tiles")
+                    pos_large = gr.Image(label="Selected position", interactive=False, format="png", elem_classes=["vv-pic"])
                 position = gr.Number(value=-1, precision=0, visible=False)
                 with gr.Row():
-                    dist_img = gr.Image(label="Mean attention distance per head", interactive=False, format="png")
+                    dist_img = gr.Image(label="Mean attention distance per head", interactive=False, format="png", elem_classes=["vv-pic"])
                     with gr.Column():
                         comps_img = gr.Image(label="Patch-embedding filters: principal components",
-                                             interactive=False, format="png")
+                                             interactive=False, format="png", elem_classes=["vv-pic"])
                         comps_note = gr.Markdown()
             with gr.Tab("Train", id="train"):
                 gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{describe_device(DEVICE)}**; "
@@ -480,10 +482,10 @@ def build_demo() -> gr.Blocks:
                     with gr.Column(scale=2):
                         t_status = gr.Markdown("Press **Train** to start.", elem_id="train-status")
                         t_progress = gr.HTML(progress_html(0.0))
-                        t_curves = gr.Image(label="Loss and accuracy", interactive=False, format="png", elem_id="curves")
+                        t_curves = gr.Image(label="Loss and accuracy", interactive=False, format="png", elem_classes=["vv-pic"], elem_id="curves")
                         t_probes = gr.Image(label="Attention rollout on fixed probe images (prediction)",
-                                            interactive=False, format="png")
-                        t_pos = gr.Image(label="Positional-embedding similarity", interactive=False, format="png")
+                                            interactive=False, format="png", elem_classes=["vv-pic"])
+                        t_pos = gr.Image(label="Positional-embedding similarity", interactive=False, format="png", elem_classes=["vv-pic"])
         hidden_predict = gr.Button(visible=False)
 
         # ------------------------------------------------------------ wiring
@@ -525,6 +527,7 @@ def build_demo() -> gr.Blocks:
                         api_description="Train a ViT live; streams status, progress, curves and pictures.")
         stop_btn.click(stop_run, None, t_status, api_name="stop", queue=False)
         use_btn.click(explore_trained, state, [model_dd, tabs], api_visibility="private")
+        demo.load(model_controls, [model_dd, state], [target, layer, head, examples, patch], api_visibility="private")
         if cifar_examples:
             demo.load(lambda: cifar_examples[3][0], None, image, api_visibility="private")
         demo.load(model_view, mv_inputs, mv_outputs, api_visibility="private")
@@ -539,6 +542,7 @@ CSS = """
 .vv-progress {position: relative; height: 22px; background: #eee; border-radius: 6px; overflow: hidden;}
 .vv-bar {height: 100%; background: linear-gradient(90deg, #f97316, #fb923c); transition: width 0.4s;}
 .vv-progress span {position: absolute; left: 8px; top: 2px; font-size: 13px; color: #222;}
+.vv-pic [data-testid="block-label"] {position: static !important; margin-bottom: 4px;}
 """
 
 

@@ -110,7 +110,10 @@ def render_explore(model, ex: Explanation, head_fusion: str = "mean", discard_ra
         grid_img = R.layer_head_grid(ex.pixels, torch.stack([torch.stack([_norm(m) for m in row]) for row in pm]),
                                      tile_size=small, alpha=0.75)
         out["patch_heads"] = grid_img
-        pr = _norm(roll[-1, 1 + patch, 1:]).view(g, g)
+        pr = roll[-1, 1 + patch, 1:].clone()
+        others = torch.cat([pr[:patch], pr[patch + 1:]])
+        pr[patch] = others.max() if len(others) else pr[patch]  # its own weight would drown the rest
+        pr = _norm(pr).view(g, g)
         out["patch_rollout"] = np.asarray(R.draw_grid(R.overlay(ex.pixels, pr, S, alpha=alpha, mode=mode), g,
                                                       numbers=False, highlight=patch, color=(90, 90, 90)))
         out["head_large"] = np.asarray(R.draw_grid(
