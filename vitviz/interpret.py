@@ -117,10 +117,21 @@ def gradient_rollout(model, x: torch.Tensor, target=None) -> torch.Tensor:
     logits, attns = forward_with_attention(model, x, grad=True)
     t = _targets(logits, target)
     score = logits.gather(1, t[:, None]).sum()
-    return _relevance(attns, torch.autograd.grad(score, attns))
+    return _relevance(attns, _grad(score, attns))
 
 
-def _relevance(attns: list[torch.Tensor], grads: tuple[torch.Tensor, ...]) -> torch.Tensor:
+def _grad(score: torch.Tensor, attns: list[torch.Tensor]) -> list[torch.Tensor]:
+    """d score / d attention for each layer.
+
+    torchvision's MultiheadAttention returns its weights as a view made after they
+    were used, so the gradient is taken at the view's base (the tensor the output
+    was computed from) and reshaped.
+    """
+    targets = [a._base if a._base is not None and a._base.numel() == a.numel() else a for a in attns]
+    return [g.view_as(a) for g, a in zip(torch.autograd.grad(score, targets), attns)]
+
+
+def _relevance(attns: list[torch.Tensor], grads) -> torch.Tensor:
     """R[CLS, patches] (B, P) from per-layer attention and its gradient."""
     B, _, N, _ = attns[0].shape
     R = torch.eye(N, device=attns[0].device).expand(B, N, N)
@@ -202,7 +213,7 @@ def explain(model, x: torch.Tensor, head_fusion: str = "mean", discard_ratio: fl
     logits, attns = forward_with_attention(model, x, grad=True)
     attn = torch.stack([a.detach() for a in attns], 1).float()
     t = _targets(logits, target)
-    grads = torch.autograd.grad(logits.gather(1, t[:, None]).sum(), attns)
+    grads = _grad(logits.gather(1, t[:, None]).sum(), attns)
     patch = getattr(getattr(model, "config", None), "patch_size", None) or _adapter(model).patch_size
     return {
         "logits": logits.detach().float(),

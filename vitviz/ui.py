@@ -379,6 +379,34 @@ except ImportError:  # pragma: no cover
     pass
 
 
+# ---------------------------------------------------------------- Compare and export
+
+
+def compare(image, model_a: str = "cifar10", model_b: str = "session", fusion: str = "mean", discard: float = 0.0,
+            state: dict | None = None):
+    """The same image and options through two models, side by side."""
+    sides = []
+    for key in (model_a, model_b):
+        out = explain(image, key, fusion, discard, state=state)
+        sides.append((out[0], out[2], out[3], out[4]))
+    (la, ra, ga, sa), (lb, rb, gb, sb) = sides
+    return la, ra, ga, sa, lb, rb, gb, sb
+
+
+def export(image, model_key: str = "cifar10", fusion: str = "mean", discard: float = 0.0, target: str = PREDICTED,
+           layer: float = 6, head: float = 1, patch: float = -1, alpha: float = 0.6, smooth: bool = True,
+           state: dict | None = None):
+    """Every picture of the current Explore view as PNGs in a zip, and the raw attention as .npy."""
+    out = explain(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, state)
+    names = ["input_with_patch_grid", "attention_rollout", "gradient_rollout", "rollout_by_layer",
+             "cls_attention_layers_x_heads", "selected_layer_head", "patch_attention_layers_x_heads",
+             "patch_rollout"]
+    pictures = dict(zip(names, out[1:9]))
+    ex = out[-1]["cache"][1]
+    zpath, npath = views.export_view(pictures, ex.attn, tempfile.mkdtemp(prefix="vitviz-export-"))
+    return [str(zpath), str(npath)], out[-1]
+
+
 # ---------------------------------------------------------------- layout
 
 
@@ -404,6 +432,9 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             random_btn = gr.Button("Random test image", size="sm")
                             explain_btn = gr.Button("Explain", variant="primary", size="sm", elem_id="explain-btn")
+                            export_btn = gr.Button("Export view", size="sm", elem_id="export-btn")
+                        export_files = gr.File(label="Exported: PNGs (zip) and raw attention (.npy)", file_count="multiple",
+                                               interactive=False, visible=True, elem_id="export-files")
                         image_note = gr.Markdown()
                         fusion = gr.Radio(FUSIONS, value="mean", label="Rollout head fusion", elem_id="fusion")
                         discard = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard the weakest fraction")
@@ -486,6 +517,36 @@ def build_demo() -> gr.Blocks:
                         t_probes = gr.Image(label="Attention rollout on fixed probe images (prediction)",
                                             interactive=False, format="png", elem_classes=["vv-pic"])
                         t_pos = gr.Image(label="Positional-embedding similarity", interactive=False, format="png", elem_classes=["vv-pic"])
+            with gr.Tab("Compare", id="compare"):
+                gr.Markdown("The same image and options through two models, side by side: for example the shipped "
+                            "model against the one you trained in the Train tab.")
+                with gr.Row():
+                    c_image = gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"],
+                                       label="Image", height=200, value=cifar_examples[3][0] if cifar_examples else None)
+                    with gr.Column():
+                        c_a = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Left model")
+                        c_b = gr.Dropdown(MODEL_CHOICES, value="session", label="Right model")
+                        c_fusion = gr.Radio(FUSIONS, value="mean", label="Rollout head fusion")
+                        c_discard = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard fraction")
+                        c_btn = gr.Button("Compare", variant="primary")
+                with gr.Row():
+                    with gr.Column():
+                        c_la = gr.Label(num_top_classes=5, label="Left: top 5")
+                        with gr.Row():
+                            c_ra = gr.Image(label="Left: rollout", interactive=False, format="png", elem_classes=["vv-pic"])
+                            c_ga = gr.Image(label="Left: gradient rollout", interactive=False, format="png",
+                                            elem_classes=["vv-pic"])
+                        c_sa = gr.Image(label="Left: rollout by layer", interactive=False, format="png",
+                                        elem_classes=["vv-pic"])
+                    with gr.Column():
+                        c_lb = gr.Label(num_top_classes=5, label="Right: top 5")
+                        with gr.Row():
+                            c_rb = gr.Image(label="Right: rollout", interactive=False, format="png",
+                                            elem_classes=["vv-pic"])
+                            c_gb = gr.Image(label="Right: gradient rollout", interactive=False, format="png",
+                                            elem_classes=["vv-pic"])
+                        c_sb = gr.Image(label="Right: rollout by layer", interactive=False, format="png",
+                                        elem_classes=["vv-pic"])
         hidden_predict = gr.Button(visible=False)
 
         # ------------------------------------------------------------ wiring
@@ -527,6 +588,11 @@ def build_demo() -> gr.Blocks:
                         api_description="Train a ViT live; streams status, progress, curves and pictures.")
         stop_btn.click(stop_run, None, t_status, api_name="stop", queue=False)
         use_btn.click(explore_trained, state, [model_dd, tabs], api_visibility="private")
+        c_btn.click(compare, [c_image, c_a, c_b, c_fusion, c_discard, state],
+                    [c_la, c_ra, c_ga, c_sa, c_lb, c_rb, c_gb, c_sb], preprocess=False, api_name="compare",
+                    api_description="Two models on the same image and options.")
+        export_btn.click(export, explore_inputs, [export_files, state], preprocess=False, api_name="export",
+                         api_description="The Explore view's pictures as PNGs in a zip, and the raw attention as .npy.")
         demo.load(model_controls, [model_dd, state], [target, layer, head, examples, patch], api_visibility="private")
         if cifar_examples:
             demo.load(lambda: cifar_examples[3][0], None, image, api_visibility="private")

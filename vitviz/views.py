@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -192,3 +193,27 @@ def model_card(model) -> str:
                     f"{t.get('label_smoothing')}, augmentation {'on' if t.get('augment') else 'off'}"
                     + (f"; {m['train_seconds'] / 60:.0f} min of training" if m.get("train_seconds") else ""))
     return "\n".join(rows)
+
+
+# ---------------------------------------------------------------- export
+
+
+def export_view(pictures: dict[str, np.ndarray | None], attn: torch.Tensor, folder: str | Path) -> tuple[Path, Path]:
+    """Write every picture of a view as PNGs in one zip, and the raw attention (L, H, N, N) as .npy."""
+    import io
+    import zipfile
+
+    from PIL import Image
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    zpath, npath = folder / "vitviz-view.zip", folder / "vitviz-attention.npy"
+    with zipfile.ZipFile(zpath, "w", compression=zipfile.ZIP_STORED) as z:
+        for name, pic in pictures.items():
+            if pic is None:
+                continue
+            buf = io.BytesIO()
+            Image.fromarray(np.asarray(pic, dtype=np.uint8)).save(buf, format="PNG")
+            z.writestr(f"{name}.png", buf.getvalue())
+    np.save(npath, attn.float().cpu().numpy())
+    return zpath, npath

@@ -1,0 +1,72 @@
+"""torchvision's ViT-B/16, randomly initialised (no download), through vitviz's functions."""
+import pytest
+import torch
+from PIL import Image
+
+import vitviz
+from vitviz import interpret as I
+
+
+@pytest.fixture(scope="module")
+def vit():
+    return vitviz.load_model("vit_b_16", pretrained=False)
+
+
+@pytest.fixture(scope="module")
+def x(vit):
+    return vitviz.preprocess(Image.new("RGB", (320, 240), (120, 60, 200)), vit) + 0.3 * torch.randn(1, 3, 224, 224)
+
+
+def test_metadata(vit):
+    cfg = vit.config
+    assert (cfg.image_size, cfg.patch_size, cfg.depth, cfg.num_heads, cfg.grid_size) == (224, 16, 12, 12, 14)
+    assert len(vit.classes) == 1000 and not vit.training
+
+
+def test_extracted_attention_matches_q_and_k(vit, x):
+    inputs = {}
+    hooks = [blk.ln_1.register_forward_hook(lambda m, a, o, i=i: inputs.__setitem__(i, o.detach()))
+             for i, blk in enumerate(vit.encoder.layers)]
+    try:
+        attn = I.attention_maps(vit, x)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert attn.shape == (1, 12, 12, 197, 197)
+    torch.testing.assert_close(attn.sum(-1), torch.ones(1, 12, 12, 197), atol=1e-4, rtol=0)
+    for layer in (0, 5, 11):
+        mha = vit.encoder.layers[layer].self_attention
+        h = inputs[layer]  # (1, N, D): what the attention saw
+        D = h.shape[-1]
+        q = h @ mha.in_proj_weight[:D].T + mha.in_proj_bias[:D]
+        k = h @ mha.in_proj_weight[D:2 * D].T + mha.in_proj_bias[D:2 * D]
+        q = q.view(1, 197, 12, 64).transpose(1, 2)
+        k = k.view(1, 197, 12, 64).transpose(1, 2)
+        ref = (q @ k.transpose(-2, -1) / 8.0).softmax(-1)
+        torch.testing.assert_close(attn[:, layer], ref, atol=2e-5, rtol=1e-4)
+
+
+def test_extraction_leaves_the_model_unchanged(vit, x):
+    with torch.no_grad():
+        before = vit(x)
+    I.attention_maps(vit, x)
+    I.gradient_rollout(vit, x)
+    with torch.no_grad():
+        after = vit(x)
+    torch.testing.assert_close(before, after)
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in vit.modules())
+    assert all(p.grad is None for p in vit.parameters())
+
+
+def test_every_interpret_function_accepts_it(vit, x):
+    attn = I.attention_maps(vit, x)
+    assert I.attention_rollout(attn, "max", 0.5).shape == (1, 197, 197)
+    rel = I.gradient_rollout(vit, x, target=3)
+    assert rel.shape == (1, 196) and (rel >= 0).all()
+    d = I.mean_attention_distance(attn, 16)
+    assert d.shape == (12, 12) and (d > 0).all() and (d < 224 * 1.5).all()
+    s = I.pos_embed_similarity(vit)
+    assert s.shape == (196, 196)
+    torch.testing.assert_close(s.diagonal(), torch.ones(196), atol=1e-5, rtol=0)
+    comps, var = I.patch_embed_components(vit, 8)
+    assert comps.shape == (8, 3, 16, 16)
