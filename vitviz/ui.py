@@ -455,29 +455,29 @@ def build_demo() -> gr.Blocks:
                                             elem_id="sees", format="png", elem_classes=["vv-pic"], height=320)
                             label = gr.Label(num_top_classes=5, label="Top 5")
                         with gr.Row():
-                            rollout_img = gr.Image(label="Attention rollout", interactive=False, format="png", elem_classes=["vv-pic"],
+                            rollout_img = gr.Image(label="Attention rollout", interactive=False, format="jpeg", elem_classes=["vv-pic"],
                                                    elem_id="rollout")
-                            grad_img = gr.Image(label="Gradient rollout", interactive=False, format="png", elem_classes=["vv-pic"])
-                            head_img = gr.Image(label="Selected layer and head", interactive=False, format="png", elem_classes=["vv-pic"])
-                        strip = gr.Image(label="Rollout up to each layer", interactive=False, format="png", elem_classes=["vv-pic"])
-                        heads_img = gr.Image(label="CLS attention: every layer x head", interactive=False, format="png", elem_classes=["vv-pic"])
+                            grad_img = gr.Image(label="Gradient rollout", interactive=False, format="jpeg", elem_classes=["vv-pic"])
+                            head_img = gr.Image(label="Selected layer and head", interactive=False, format="jpeg", elem_classes=["vv-pic"])
+                        strip = gr.Image(label="Rollout up to each layer", interactive=False, format="jpeg", elem_classes=["vv-pic"])
+                        heads_img = gr.Image(label="CLS attention: every layer x head", interactive=False, format="jpeg", elem_classes=["vv-pic"])
                         with gr.Row():
                             patch_heads = gr.Image(label="From the selected patch: every layer x head",
-                                                   interactive=False, format="png", elem_classes=["vv-pic"], elem_id="patch-heads")
+                                                   interactive=False, format="jpeg", elem_classes=["vv-pic"], elem_id="patch-heads")
                             patch_roll = gr.Image(label="From the selected patch: rolled out", interactive=False,
                                                   format="png")
             with gr.Tab("Model", id="model"):
                 card = gr.Markdown()
                 with gr.Row():
                     pos_tiles = gr.Image(label="Positional-embedding similarity (click a position)",
-                                         interactive=False, format="png", elem_classes=["vv-pic"], elem_id="pos-tiles")
-                    pos_large = gr.Image(label="Selected position", interactive=False, format="png", elem_classes=["vv-pic"])
+                                         interactive=False, format="jpeg", elem_classes=["vv-pic"], elem_id="pos-tiles")
+                    pos_large = gr.Image(label="Selected position", interactive=False, format="jpeg", elem_classes=["vv-pic"])
                 position = gr.Number(value=-1, precision=0, visible=False)
                 with gr.Row():
-                    dist_img = gr.Image(label="Mean attention distance per head", interactive=False, format="png", elem_classes=["vv-pic"])
+                    dist_img = gr.Image(label="Mean attention distance per head", interactive=False, format="jpeg", elem_classes=["vv-pic"])
                     with gr.Column():
                         comps_img = gr.Image(label="Patch-embedding filters: principal components",
-                                             interactive=False, format="png", elem_classes=["vv-pic"])
+                                             interactive=False, format="jpeg", elem_classes=["vv-pic"])
                         comps_note = gr.Markdown()
             with gr.Tab("Train", id="train"):
                 gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{describe_device(DEVICE)}**; "
@@ -513,10 +513,10 @@ def build_demo() -> gr.Blocks:
                     with gr.Column(scale=2):
                         t_status = gr.Markdown("Press **Train** to start.", elem_id="train-status")
                         t_progress = gr.HTML(progress_html(0.0))
-                        t_curves = gr.Image(label="Loss and accuracy", interactive=False, format="png", elem_classes=["vv-pic"], elem_id="curves")
+                        t_curves = gr.Image(label="Loss and accuracy", interactive=False, format="jpeg", elem_classes=["vv-pic"], elem_id="curves")
                         t_probes = gr.Image(label="Attention rollout on fixed probe images (prediction)",
-                                            interactive=False, format="png", elem_classes=["vv-pic"])
-                        t_pos = gr.Image(label="Positional-embedding similarity", interactive=False, format="png", elem_classes=["vv-pic"])
+                                            interactive=False, format="jpeg", elem_classes=["vv-pic"])
+                        t_pos = gr.Image(label="Positional-embedding similarity", interactive=False, format="jpeg", elem_classes=["vv-pic"])
             with gr.Tab("Compare", id="compare"):
                 gr.Markdown("The same image and options through two models, side by side: for example the shipped "
                             "model against the one you trained in the Train tab.")
@@ -533,7 +533,7 @@ def build_demo() -> gr.Blocks:
                     with gr.Column():
                         c_la = gr.Label(num_top_classes=5, label="Left: top 5")
                         with gr.Row():
-                            c_ra = gr.Image(label="Left: rollout", interactive=False, format="png", elem_classes=["vv-pic"])
+                            c_ra = gr.Image(label="Left: rollout", interactive=False, format="jpeg", elem_classes=["vv-pic"])
                             c_ga = gr.Image(label="Left: gradient rollout", interactive=False, format="png",
                                             elem_classes=["vv-pic"])
                         c_sa = gr.Image(label="Left: rollout by layer", interactive=False, format="png",

@@ -1,0 +1,75 @@
+"""Speed of one explanation on the CPU: attention maps, rollout, gradient rollout and distances.
+
+    python benchmarks/interpret_speed.py [--repeats 30] [--vit-b-16]
+
+For the shipped CIFAR-10 model, the four together for one image (target: median
+under 50 ms on 2 CPU cores). With --vit-b-16, one 224x224 explanation with
+torchvision's ViT-B/16 (random weights: speed does not depend on them; target:
+median under 1.5 s on 2 CPU cores). Prints medians, and the ratio to the target.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import vitviz  # noqa: E402
+from vitviz import gallery  # noqa: E402
+from vitviz import interpret as I  # noqa: E402
+
+
+def time_it(fn, repeats: int) -> float:
+    fn()
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def everything(model, x):
+    ex = I.explain(model, x)  # one forward + backward: attention, rollout per layer, gradient rollout, distance
+    return ex
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--vit-b-16", action="store_true")
+    a = p.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    img = Image.open(gallery.items("cifar10")[3][0])
+    model = vitviz.load_model()
+    x = vitviz.preprocess(img, model)
+    attn = I.attention_maps(model, x)
+    parts = {
+        "attention maps": lambda: I.attention_maps(model, x),
+        "rollout (mean, discard 0.9, all layers)": lambda: I.attention_rollout(attn, "mean", 0.9, all_layers=True),
+        "gradient rollout": lambda: I.gradient_rollout(model, x),
+        "mean attention distance": lambda: I.mean_attention_distance(attn, model.config.patch_size),
+        "all four, separately": lambda: (I.attention_rollout(I.attention_maps(model, x)), I.gradient_rollout(model, x),
+                                         I.mean_attention_distance(attn, 4)),
+        "all four, one pass (interpret.explain)": lambda: everything(model, x),
+    }
+    for name, fn in parts.items():
+        print(f"shipped CIFAR-10 model  {name:42s} median {1000 * time_it(fn, a.repeats):7.1f} ms")
+    t = time_it(lambda: everything(model, x), a.repeats)
+    print(f"target 50 ms: {1000 * t:.1f} ms median = {t / 0.050:.2f}x of the budget")
+    if a.vit_b_16:
+        vit = vitviz.load_model("vit_b_16", pretrained=False)
+        xv = vitviz.preprocess(img, vit)
+        tv = time_it(lambda: everything(vit, xv), max(3, a.repeats // 6))
+        print(f"ViT-B/16 224x224 explanation (interpret.explain) median {tv:.2f} s; target 1.5 s = {tv / 1.5:.2f}x of the budget")
+
+
+if __name__ == "__main__":
+    main()
