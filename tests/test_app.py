@@ -104,7 +104,9 @@ def test_mnist_model_and_its_classes():
     out = ui.explain({"path": gallery.items("mnist")[0][0]}, model_key="mnist", target="3")
     assert set(out[0]) <= set("0123456789")
     updates = ui.model_controls("mnist", None)
-    assert updates[0]["choices"][1] == ("0", "0") or "0" in str(updates[0]["choices"])
+    assert updates[0] == "mnist" and updates[1]["choices"][1:] == list("0123456789")
+    # a model that cannot be had falls back to the shipped CIFAR-10 model
+    assert ui.model_controls("session", None)[0] == "cifar10"
 
 
 def test_upload_checkpoint(tmp_path, tiny_model):

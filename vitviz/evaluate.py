@@ -20,6 +20,7 @@ def main(argv=None) -> int:
     p.add_argument("--data", help="zip or folder with train/ and test/ (default: $VITVIZ_DATA, else download)")
     p.add_argument("--split", choices=["test", "val"], default="test")
     p.add_argument("--device", default="auto")
+    p.add_argument("--curves", help="also save the checkpoint's training curves (loss and accuracy per epoch) as this PNG")
     a = p.parse_args(argv)
     device = pick_device(a.device)
     try:
@@ -34,6 +35,14 @@ def main(argv=None) -> int:
     loss, acc = evaluate(model, split, device)
     print(f"{name} {a.split} accuracy {acc:.4f} ({round(acc * len(split))}/{len(split)}), loss {loss:.4f}, "
           f"{len(split) / (time.perf_counter() - t):.0f} images/s on {device}")
+    if a.curves:
+        from .render import curves_figure
+
+        fig = curves_figure(model.meta.get("history", []))
+        fig.suptitle(f"{name}: test accuracy {100 * acc:.2f}%", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(a.curves)
+        print(f"curves saved to {a.curves}")
     return 0
 
 

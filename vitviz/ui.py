@@ -165,13 +165,23 @@ def predict(image, model_key: str = "cifar10", state: dict | None = None) -> dic
 
 
 def model_controls(model_key: str, state: dict | None):
-    """Class list and slider ranges for the chosen model, and the matching example gallery."""
-    model = resolve_model(model_key, state)
+    """Class list and slider ranges for the chosen model, and the matching example gallery.
+
+    A model that cannot be had (ViT-B/16 without internet, no session model yet) gets a
+    warning and the menu goes back to the shipped CIFAR-10 model.
+    """
+    try:
+        model = resolve_model(model_key, state)
+    except gr.Error as e:
+        gr.Warning(e.message)
+        model_key = "cifar10"
+        model = resolve_model(model_key, state)
     cfg = model.config
     ds = getattr(model, "dataset", None)
     examples = gallery.items("mnist" if ds == "mnist" else "cifar10")
     choices = [PREDICTED] + list(model.classes)
-    return (gr.update(choices=choices, value=PREDICTED),
+    return (model_key,
+            gr.update(choices=choices, value=PREDICTED),
             gr.update(maximum=cfg.depth, value=cfg.depth),
             gr.update(maximum=cfg.num_heads, value=1),
             gr.update(value=examples),
@@ -302,7 +312,7 @@ def train_run(dataset: str = "cifar10", preset: str = QUICK["preset"], depth: fl
               heads: float = TINY.num_heads, width: float = TINY.embed_dim, patch: float = TINY.patch_size,
               epochs: float = QUICK["epochs"], time_budget: float = QUICK["time_budget"],
               batch_size: float = QUICK["batch_size"], lr: float = QUICK["lr"], subset: float = QUICK["subset"],
-              augment: bool = True, seed: float = 0, state: dict | None = None,
+              augment: bool = QUICK["augment"], seed: float = 0, state: dict | None = None,
               request: gr.Request = None):
     """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state)."""
     state = state if isinstance(state, dict) else new_state()
@@ -336,7 +346,8 @@ def train_run(dataset: str = "cifar10", preset: str = QUICK["preset"], depth: fl
                        "The rest of the app works without it.")
     cfg = TrainConfig(dataset=dataset, preset=preset, depth=depth, num_heads=heads, embed_dim=width,
                       patch_size=patch, epochs=epochs, time_budget=time_budget, batch_size=batch_size, lr=lr,
-                      subset=subset, augment=bool(augment), seed=seed, warmup=min(1.0, epochs / 5),
+                      subset=subset, augment=bool(augment), seed=seed, warmup=QUICK["warmup"],
+                      label_smoothing=QUICK["label_smoothing"],
                       snapshot_every=50 if DEVICE.type == "cpu" else 200, eval_images=1000,
                       log_every=5 if DEVICE.type == "cpu" else 20)
     key = _session_key(request)
@@ -502,7 +513,7 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             t_subset = gr.Number(value=QUICK["subset"], precision=0, label="Training images (0: all)")
                             t_seed = gr.Number(value=0, precision=0, label="Seed")
-                        t_aug = gr.Checkbox(value=True, label="Augmentation (random crop, flips for CIFAR-10)")
+                        t_aug = gr.Checkbox(value=QUICK["augment"], label="Augmentation (random crop, flips for CIFAR-10)")
                         with gr.Row():
                             train_btn = gr.Button("Train", variant="primary", elem_id="train-btn")
                             stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
@@ -571,7 +582,7 @@ def build_demo() -> gr.Blocks:
 
         mv_inputs = [model_dd, position, state]
         mv_outputs = [pos_tiles, pos_large, dist_img, comps_img, card, comps_note]
-        model_dd.change(model_controls, [model_dd, state], [target, layer, head, examples, patch],
+        model_dd.change(model_controls, [model_dd, state], [model_dd, target, layer, head, examples, patch],
                         api_visibility="private").then(
             model_view, mv_inputs, mv_outputs, api_visibility="private").then(
             **{**ev, "api_visibility": "private"})
@@ -593,7 +604,8 @@ def build_demo() -> gr.Blocks:
                     api_description="Two models on the same image and options.")
         export_btn.click(export, explore_inputs, [export_files, state], preprocess=False, api_name="export",
                          api_description="The Explore view's pictures as PNGs in a zip, and the raw attention as .npy.")
-        demo.load(model_controls, [model_dd, state], [target, layer, head, examples, patch], api_visibility="private")
+        demo.load(model_controls, [model_dd, state], [model_dd, target, layer, head, examples, patch],
+                  api_visibility="private")
         if cifar_examples:
             demo.load(lambda: cifar_examples[3][0], None, image, api_visibility="private")
         demo.load(model_view, mv_inputs, mv_outputs, api_visibility="private")
