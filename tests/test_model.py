@@ -54,3 +54,20 @@ def test_no_attention_kept_on_modules(tiny_model):
 def test_logits_not_softmax(tiny_model):
     out = tiny_model(torch.randn(4, 3, 32, 32))
     assert not torch.allclose(out.exp().sum(-1), torch.ones(4))
+
+
+def test_dropout_statistics_and_modes():
+    from vitviz.model import Dropout
+
+    torch.manual_seed(0)
+    d = Dropout(0.2)
+    x = torch.ones(500, 700, requires_grad=True)
+    y = d.train()(x)
+    dropped = (y == 0).float().mean().item()
+    assert abs(dropped - 51 / 256) < 0.005
+    assert abs(y.mean().item() - 1.0) < 0.01  # inverted dropout keeps the expectation
+    y.sum().backward()
+    assert torch.equal(x.grad == 0, y == 0)
+    assert torch.equal(d.eval()(x), x)
+    a, b = d.train()(x), d(x)
+    assert not torch.equal(a, b)  # fresh masks each call
