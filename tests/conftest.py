@@ -36,8 +36,14 @@ def shared_data():
 
 @pytest.fixture(scope="session")
 def small_data(tmp_path_factory):
-    """A tiny CIFAR-10 and MNIST in the zip layout, so training tests take seconds."""
+    """A tiny CIFAR-10 and MNIST in the zip layout, so training tests take seconds.
+
+    VITVIZ_TEST_REAL_DATA=1 keeps VITVIZ_DATA as it is (for the README's screenshots)."""
     from test_data import make_zip
+
+    if os.environ.get("VITVIZ_TEST_REAL_DATA"):
+        yield Path(os.environ["VITVIZ_DATA"])
+        return
 
     root = tmp_path_factory.mktemp("data")
     make_zip(root / "cifar10-jpeg.zip", n_per_class=24)

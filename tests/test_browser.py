@@ -80,6 +80,7 @@ def test_train_start_watch_stop(page):
                            timeout=60_000)
     first = image_src(page, "curves")
     wait_change(page, "curves", first, timeout=60_000)  # the curve updates while it runs
+    page.wait_for_timeout(1000 * float(os.environ.get("VITVIZ_SCREENSHOT_TRAIN_SECONDS", "0")))
     page.locator("#stop-btn").click()
     page.wait_for_function("() => /Stopped|Finished/.test(document.querySelector('#train-status').innerText)",
                            timeout=30_000)

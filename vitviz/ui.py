@@ -288,6 +288,7 @@ def pos_click(model_key: str, state: dict | None, evt: gr.SelectData):
 # ---------------------------------------------------------------- Train tab
 
 TRAIN_SLOTS = max(1, int(os.environ.get("VITVIZ_TRAIN_SLOTS", "1")))
+ZERO_GPU = "SPACES_ZERO_GPU" in os.environ  # Hugging Face ZeroGPU: a GPU is attached per call
 DEVICE = pick_device("auto")
 QUICK = live.quick_defaults(DEVICE)
 TINY = make_config(QUICK["preset"])
@@ -382,7 +383,7 @@ def explore_trained(state: dict | None):
 
 
 try:  # On Hugging Face ZeroGPU the run asks for a GPU; elsewhere nothing changes.
-    if os.environ.get("SPACES_ZERO_GPU"):
+    if ZERO_GPU:
         import spaces
 
         train_run = spaces.GPU(duration=300)(train_run)
@@ -491,7 +492,8 @@ def build_demo() -> gr.Blocks:
                                              interactive=False, format="jpeg", elem_classes=["vv-pic"])
                         comps_note = gr.Markdown()
             with gr.Tab("Train", id="train"):
-                gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{describe_device(DEVICE)}**; "
+                where = "a GPU (ZeroGPU, attached for each run)" if ZERO_GPU else describe_device(DEVICE)
+                gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{where}**; "
                             f"{TRAIN_SLOTS} run(s) at a time on this machine (others wait in line, with their "
                             f"place shown). {live.data_note()}")
                 with gr.Row():
