@@ -20,6 +20,7 @@ def main(argv=None) -> int:
     p.add_argument("--data", help="zip or folder with train/ and test/ (default: $VITVIZ_DATA, else download)")
     p.add_argument("--split", choices=["test", "val"], default="test")
     p.add_argument("--device", default="auto")
+    p.add_argument("--record", action="store_true", help="write the accuracy into the checkpoint's JSON metrics")
     p.add_argument("--curves", help="also save the checkpoint's training curves (loss and accuracy per epoch) as this PNG")
     a = p.parse_args(argv)
     device = pick_device(a.device)
@@ -35,6 +36,17 @@ def main(argv=None) -> int:
     loss, acc = evaluate(model, split, device)
     print(f"{name} {a.split} accuracy {acc:.4f} ({round(acc * len(split))}/{len(split)}), loss {loss:.4f}, "
           f"{len(split) / (time.perf_counter() - t):.0f} images/s on {device}")
+    if a.record:
+        if a.checkpoint in (None, "cifar10", "mnist"):
+            from .hub import SHIPPED
+
+            target = SHIPPED[a.checkpoint or "cifar10"]
+        else:
+            target = a.checkpoint
+        meta = checkpoint.read_meta(target)
+        meta.setdefault("metrics", {})[f"{a.split}_acc"] = acc
+        checkpoint._write_json(checkpoint.paths(target)[1], meta)
+        print(f"recorded {a.split}_acc in {checkpoint.paths(target)[1]}")
     if a.curves:
         from .render import curves_figure
 

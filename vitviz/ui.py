@@ -229,7 +229,7 @@ def click_patch(model_key: str, state: dict | None, evt: gr.SelectData):
     model = resolve_model(model_key, state)
     cfg = model.config
     x, y = evt.index[0], evt.index[1]
-    return views.click_to_patch(x, y, views.display_size(cfg.image_size), cfg.grid_size)
+    return views.click_to_patch(x, y, views.display_size(cfg), cfg.grid_size)
 
 
 def upload_checkpoint(files, state: dict | None):

@@ -58,9 +58,9 @@ def top_k(model, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
     return {model.classes[j]: float(v) for v, j in zip(p.tolist(), i.tolist())}
 
 
-def display_size(image_size: int) -> int:
-    """Side in pixels of the enlarged input: about 256 for small inputs, whole multiples only."""
-    return image_size * max(1, round(256 / image_size)) if image_size < 256 else image_size
+def display_size(cfg) -> int:
+    """Side in pixels of the enlarged input: at least 256 and 32 pixels a patch, whole multiples only."""
+    return cfg.image_size * max(1, round(max(256, 32 * cfg.grid_size) / cfg.image_size))
 
 
 def click_to_patch(x: float, y: float, shown_size: int, grid: int) -> int:
@@ -89,7 +89,7 @@ def render_explore(model, ex: Explanation, head_fusion: str = "mean", discard_ra
     if patch is not None and not 0 <= patch < g * g:
         patch = None
     mode = "bilinear" if smooth else "nearest"
-    S = display_size(cfg.image_size)
+    S = display_size(cfg)
     small = max(48, min(96, 576 // max(L, H)))
     attn = ex.attn[None]  # (1, L, H, N, N)
     roll = I.attention_rollout(attn, head_fusion, discard_ratio, all_layers=True)[0]  # (L, N, N)
@@ -158,7 +158,7 @@ def render_model(model, images: list[np.ndarray], position: int | None = None) -
     fig = R.distance_figure(dist, f"Mean attention distance over {len(images)} images")
     return {
         "pos_tiles": R.pos_similarity_tiles(sim, tile_size=max(16, min(40, 400 // g)), highlight=pos),
-        "pos_large": R.similarity_map(sim, pos, display_size(model.config.image_size)),
+        "pos_large": R.similarity_map(sim, pos, display_size(model.config)),
         "distance": R.figure_to_array(fig),
         "components": R.components_image(comps),
         "variance": var,
