@@ -140,15 +140,15 @@ def render_snapshot(model, probes_x: torch.Tensor, probes_y: torch.Tensor, class
     roll = I.attention_rollout(attn.float().cpu())[:, 0, 1:]  # (B, P)
     g = model.config.grid_size
     pred = logits.argmax(-1).cpu()
-    tiles, labels = [], []
+    tiles, labels, colors = [], [], []
     for i in range(len(x)):
         px = probes_x[i].permute(1, 2, 0).numpy()
         m = roll[i]
         m = (m - m.min()) / (m.max() - m.min()).clamp_min(1e-12)
-        tiles.append(R.overlay(px, m.view(g, g), 96, alpha=0.6))
-        ok = "ok" if int(pred[i]) == int(probes_y[i]) else f"true {classes[int(probes_y[i])]}"
-        labels.append(f"{classes[int(pred[i])]} ({ok})")
-    probes = R.tile([tiles], col_labels=labels, label_size=11)
+        tiles.append(R.overlay(px, m.view(g, g), 112, alpha=0.6))
+        labels.append(classes[int(pred[i])])
+        colors.append((20, 140, 40) if int(pred[i]) == int(probes_y[i]) else (200, 30, 30))
+    probes = R.tile([tiles], col_labels=labels, label_size=12, col_colors=colors)
     sim = I.pos_embed_similarity(model)
     return probes, R.pos_similarity_tiles(sim, tile_size=max(14, min(28, 240 // g)))
 

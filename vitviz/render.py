@@ -6,6 +6,7 @@ pyplot's global state. Pictures are uint8 numpy arrays (H, W, 3) or PIL images.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import matplotlib
@@ -24,6 +25,7 @@ def _np(a) -> np.ndarray:
     return a.detach().cpu().float().numpy() if torch.is_tensor(a) else np.asarray(a, dtype=np.float32)
 
 
+@functools.lru_cache(maxsize=32)
 def font(size: int = 12):
     try:
         return ImageFont.load_default(size=size)
@@ -37,8 +39,13 @@ def colorize(m, cmap: str = "inferno", vmin: float | None = None, vmax: float | 
     lo = float(np.nanmin(a)) if vmin is None else vmin
     hi = float(np.nanmax(a)) if vmax is None else vmax
     t = np.clip((a - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
-    lut = (matplotlib.colormaps[cmap](np.linspace(0, 1, 256))[:, :3] * 255).astype(np.uint8)
-    return lut[(np.nan_to_num(t) * 255).astype(np.uint8)]
+    return _lut(cmap)[(np.nan_to_num(t) * 255).astype(np.uint8)]
+
+
+@functools.lru_cache(maxsize=16)
+def _lut(cmap: str) -> np.ndarray:
+    """256 RGB colours of a matplotlib colormap."""
+    return (matplotlib.colormaps[cmap](np.linspace(0, 1, 256))[:, :3] * 255).astype(np.uint8)
 
 
 def upsample(m, size: int, mode: str = "bilinear") -> np.ndarray:
@@ -72,32 +79,54 @@ def overlay(pixels: np.ndarray, heat, size: int = 256, cmap: str = "inferno", al
     return np.clip((1 - alpha) * base + alpha * col, 0, 255).astype(np.uint8)
 
 
+def overlays(pixels: np.ndarray, maps, size: int, cmap: str = "inferno", alpha: float = 0.6,
+             mode: str = "nearest") -> np.ndarray:
+    """(K, g, g) maps already scaled to [0, 1], each over the enlarged image: (K, size, size, 3), in one pass."""
+    m = torch.as_tensor(_np(maps))[:, None]
+    kw = {"align_corners": False} if mode == "bilinear" else {}
+    h = F.interpolate(m, size=(size, size), mode=mode, **kw)[:, 0].numpy()
+    col = colorize(h, cmap, 0.0, 1.0).astype(np.float32)
+    base = enlarge(pixels, size).astype(np.float32)[None]
+    return np.clip((1 - alpha) * base + alpha * col, 0, 255).astype(np.uint8)
+
+
 def draw_grid(img: np.ndarray | Image.Image, grid: int, numbers: bool = True, highlight: int | None = None,
               color=(255, 255, 255)) -> Image.Image:
     """Patch grid lines over a square picture, each patch numbered (row-major, from 0), one highlighted."""
-    im = (img if isinstance(img, Image.Image) else Image.fromarray(np.asarray(img))).convert("RGB")
-    d = ImageDraw.Draw(im)
+    im = (img if isinstance(img, Image.Image) else Image.fromarray(np.asarray(img))).convert("RGBA")
     S = im.width
+    im = Image.alpha_composite(im, _grid_layer(S, grid, numbers, color)).convert("RGB")
+    if highlight is not None and 0 <= highlight < grid * grid:
+        step = S / grid
+        r, c = divmod(highlight, grid)
+        ImageDraw.Draw(im).rectangle([c * step, r * step, (c + 1) * step - 1, (r + 1) * step - 1],
+                                     outline=HIGHLIGHT, width=3)
+    return im
+
+
+@functools.lru_cache(maxsize=32)
+def _grid_layer(S: int, grid: int, numbers: bool, color: tuple) -> Image.Image:
+    """The lines and numbers of a patch grid on a transparent layer, drawn once per size."""
+    layer = Image.new("RGBA", (S, S), (0, 0, 0, 0))
+    d = ImageDraw.Draw(layer)
     step = S / grid
     for i in range(1, grid):
         x = round(i * step)
-        d.line([(x, 0), (x, S)], fill=color, width=1)
-        d.line([(0, x), (S, x)], fill=color, width=1)
+        d.line([(x, 0), (x, S)], fill=(*color, 255), width=1)
+        d.line([(0, x), (S, x)], fill=(*color, 255), width=1)
     if numbers and step >= 14:
         f = font(max(8, min(14, int(step / 3))))
         for k in range(grid * grid):
             r, c = divmod(k, grid)
-            x, y = c * step + 2, r * step + 1
-            d.text((x, y), str(k), fill=(255, 255, 255), font=f, stroke_width=2, stroke_fill=(0, 0, 0))
-    if highlight is not None and 0 <= highlight < grid * grid:
-        r, c = divmod(highlight, grid)
-        d.rectangle([c * step, r * step, (c + 1) * step - 1, (r + 1) * step - 1], outline=HIGHLIGHT, width=3)
-    return im
+            d.text((c * step + 2, r * step + 1), str(k), fill=(255, 255, 255, 255), font=f, stroke_width=2,
+                   stroke_fill=(0, 0, 0, 255))
+    return layer
 
 
 def tile(images: list[list[np.ndarray]], row_labels=None, col_labels=None, pad: int = 3,
-         label_size: int = 12) -> np.ndarray:
-    """A rows x cols grid of equally sized RGB tiles with optional labels on the left and on top."""
+         label_size: int = 12, col_colors=None) -> np.ndarray:
+    """A rows x cols grid of equally sized RGB tiles with optional labels on the left and on top
+    (`col_colors`: one RGB colour per top label)."""
     rows, cols = len(images), max(len(r) for r in images)
     h, w = images[0][0].shape[:2]
     left = 62 if row_labels else 0
@@ -113,16 +142,18 @@ def tile(images: list[list[np.ndarray]], row_labels=None, col_labels=None, pad: 
     for r, lab in enumerate(row_labels or []):
         d.text((4, top + pad + r * (h + pad) + h // 2 - 7), lab, fill=(40, 40, 40), font=f)
     for c, lab in enumerate(col_labels or []):
-        d.text((left + pad + c * (w + pad) + 2, 2), lab, fill=(40, 40, 40), font=f)
+        color = col_colors[c] if col_colors else (40, 40, 40)
+        d.text((left + pad + c * (w + pad) + 2, 2), lab, fill=color, font=f)
     return np.asarray(canvas)
 
 
 def layer_head_grid(pixels: np.ndarray, maps, tile_size: int = 72, cmap: str = "inferno", alpha: float = 0.7,
                     mode: str = "nearest") -> np.ndarray:
-    """(L, H, g, g) per-head maps over the image, one row per layer and one column per head."""
+    """(L, H, g, g) per-head maps, each scaled to [0, 1], over the image: one row per layer, one column per head."""
     m = _np(maps)
     L, H = m.shape[:2]
-    rows = [[overlay(pixels, m[i, j], tile_size, cmap, alpha, mode) for j in range(H)] for i in range(L)]
+    tiles = overlays(pixels, m.reshape(L * H, *m.shape[2:]), tile_size, cmap, alpha, mode)
+    rows = [[tiles[i * H + j] for j in range(H)] for i in range(L)]
     return tile(rows, [f"layer {i + 1}" for i in range(L)], [f"head {j + 1}" for j in range(H)])
 
 

@@ -527,7 +527,8 @@ def build_demo() -> gr.Blocks:
                         t_status = gr.Markdown("Press **Train** to start.", elem_id="train-status")
                         t_progress = gr.HTML(progress_html(0.0))
                         t_curves = gr.Image(label="Loss and accuracy", interactive=False, format="jpeg", elem_classes=["vv-pic"], elem_id="curves")
-                        t_probes = gr.Image(label="Attention rollout on fixed probe images (prediction)",
+                        t_probes = gr.Image(label="Attention rollout on fixed probe images, labelled with the prediction "
+                                                  "(green: right, red: wrong)",
                                             interactive=False, format="jpeg", elem_classes=["vv-pic"])
                         t_pos = gr.Image(label="Positional-embedding similarity", interactive=False, format="jpeg", elem_classes=["vv-pic"])
             with gr.Tab("Compare", id="compare"):
