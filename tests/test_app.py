@@ -1,6 +1,5 @@
 """The app: handlers called directly, then every public endpoint through gradio_client."""
 import gc
-import io
 import os
 import socket
 import threading
@@ -12,7 +11,6 @@ import pytest
 from PIL import Image
 
 from vitviz import gallery, live, ui
-from vitviz.data import DATASETS
 
 EXAMPLE = gallery.items("cifar10")[3][0]
 
@@ -140,16 +138,6 @@ class FakeRequest:
         self.session_hash = h
 
 
-def _drain_with_stop(key, after=2, **kw):
-    gen = ui.train_run(embed_width := None, **kw) if False else ui.train_run(request=FakeRequest(key), **kw)
-    outs = []
-    for i, o in enumerate(gen):
-        outs.append(o)
-        if i == after:
-            assert ui.stop_run(FakeRequest(key)).startswith("Stopping")
-    return outs
-
-
 def test_train_handler_streams_and_stops_quickly():
     t0 = None
     outs = []
@@ -250,7 +238,8 @@ def test_api_bad_inputs_get_messages_and_the_app_stays_up(client, tmp_path):
 
 def test_api_train_streams_updates(client):
     job = client.submit(width=32, heads=2, depth=1, epochs=2, time_budget=0, batch_size=16, api_name="/train")
-    updates = [o for o in job]
+    for _ in job:  # iterate the stream as it comes
+        pass
     job.result()
     final = job.outputs()[-1]
     assert len(job.outputs()) >= 3

@@ -22,8 +22,8 @@ import torch
 from . import checkpoint
 from . import interpret as I
 from . import render as R
-from .data import DATASETS, Dataset, load_dataset, normalize
-from .train import TrainConfig, pick_device, train
+from .data import Dataset, load_dataset, normalize
+from .train import TrainConfig, train
 
 _datasets: dict[str, Dataset] = {}
 _data_lock = threading.Lock()
@@ -169,7 +169,6 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
         yield Update(status=f"**The {cfg.dataset} data set is not available:** {e}", progress=0.0, done=True,
                      error=str(e))
         return
-    device = pick_device(cfg.device)
     px, py = probe_set(data)
     steps: list[tuple[float, float]] = []
     history: list[dict] = []
