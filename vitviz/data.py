@@ -228,6 +228,8 @@ def open_image(path_or_bytes) -> Image.Image:
         im = Image.open(path_or_bytes if not isinstance(path_or_bytes, bytes) else io.BytesIO(path_or_bytes))
         if im.width * im.height > MAX_PIXELS:  # checked from the header, before decoding anything
             raise Image.DecompressionBombError("too many pixels")
+        if im.format == "JPEG" and max(im.size) > 2048:
+            im.draft(im.mode, (1024, 1024))  # decode a big photo at a reduced scale: inputs are 224 px at most
         im.load()
         return im
     except Image.DecompressionBombError:
