@@ -8,6 +8,7 @@ import time
 import gradio as gr
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from vitviz import gallery, live, ui
@@ -148,7 +149,7 @@ def test_train_handler_streams_and_stops_quickly():
             ui.stop_run(FakeRequest("a"))
             t0 = time.perf_counter()
     assert time.perf_counter() - t0 < 2.0
-    status, state = outs[-1][0], outs[-1][-1]
+    status, state = outs[-1][0], outs[-1][6]
     assert "Stopped" in status
     assert state["models"]["session"] is not None
     assert len(outs[-1][5]) == 2  # safetensors + json to download
@@ -157,6 +158,27 @@ def test_train_handler_streams_and_stops_quickly():
     assert model_dd["value"] == "session"
     out = ui.explain({"path": EXAMPLE}, model_key="session", state=state)
     assert len(out[0]) == 5
+
+
+def test_epoch_snapshots_can_be_compared():
+    state = ui.new_state()
+    for out in ui.train_run(width=32, heads=2, depth=1, epochs=3, time_budget=0, batch_size=64, state=state,
+                            request=FakeRequest("snap")):
+        pass
+    state, menu = out[6], out[7]
+    assert sorted(k for k in state["models"] if k.startswith("session@")) == ["session@1", "session@2", "session@3"]
+    assert ("Trained in this session, after epoch 1", "session@1") in menu["choices"]
+    first, last = state["models"]["session@1"], state["models"]["session@3"]
+    assert not torch.equal(first.head.weight, last.head.weight)
+    left, *_, right_label = ui.compare({"path": EXAMPLE}, "session@1", "session", state=state)[:5]
+    assert len(left) == 5 and len(right_label) == 5
+
+
+def test_snapshots_are_thinned_to_six():
+    kept = {}
+    for e in range(1, 21):
+        live.keep_snapshot(kept, e, torch.nn.Linear(1, 1))
+    assert len(kept) == 6 and min(kept) == 1 and max(kept) == 20
 
 
 def test_train_handler_rejects_bad_settings():
@@ -188,7 +210,7 @@ def test_ten_start_stop_cycles_leave_nothing_behind():
         for k, o in enumerate(gen):
             if k == 1:
                 ui.stop_run(FakeRequest(f"cycle{i}"))
-        state = o[-1]
+        state = o[6]
     assert threading.active_count() <= threads0
     assert len(live.STOPS) == 0
     assert count_models() <= models0 + 1  # only the last session model is kept

@@ -77,6 +77,7 @@ class Update:
     pos_tiles: np.ndarray | None = None
     done: bool = False
     model: object = None  # the trained model (CPU copy), once the run ends
+    snapshots: dict = field(default_factory=dict)  # {epoch: model} kept along the way, once the run ends
     files: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -174,6 +175,7 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
     history: list[dict] = []
     last_emit, last_snap = 0.0, 0.0
     probes = pos = None
+    kept: dict[int, torch.nn.Module] = {}
     head = ""
     out_dir = out_dir or tempfile.mkdtemp(prefix="vitviz-run-")
     out = Path(out_dir) / f"vitviz-{cfg.dataset}-{cfg.preset}"
@@ -194,6 +196,9 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
                           f"about {_fmt_time(ev['eta'])} left")
                 yield Update(status=status, progress=ev["progress"], curves=_curves(history, steps))
         elif kind == "snapshot":
+            if ev["at"] == "epoch":  # big models keep fewer copies: memory is shared by every visitor
+                small = sum(p.numel() for p in ev["model"].parameters()) <= 5_000_000
+                keep_snapshot(kept, int(ev["epoch"]), ev["model"], most=6 if small else 2)
             if ev["at"] == "epoch" or now - last_snap >= snapshot_every_s:
                 last_snap = now
                 probes, pos = render_snapshot(ev["model"], px, py, data.classes)
@@ -216,8 +221,17 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
                       f"validation accuracy **{100 * acc:.1f}%**. Press *Explore this model* to look inside it, "
                       f"or download its checkpoint.")
             yield Update(status=status, progress=1.0, curves=_curves(history, steps), probes=probes, pos_tiles=pos,
-                         done=True, model=copy.deepcopy(model).cpu().eval(), files=files)
+                         done=True, model=copy.deepcopy(model).cpu().eval(), files=files, snapshots=kept)
             return
+
+
+def keep_snapshot(kept: dict, epoch: int, model, most: int = 6):
+    """Keep a CPU copy of the model at this epoch; past `most`, thin the middle out (first and last stay)."""
+    kept[epoch] = copy.deepcopy(model).cpu().eval()
+    while len(kept) > most:
+        keys = sorted(kept)
+        gaps = [(keys[i + 1] - keys[i - 1], keys[i]) for i in range(1, len(keys) - 1)]
+        del kept[min(gaps)[1]]
 
 
 def _curves(history, steps) -> np.ndarray:

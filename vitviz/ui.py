@@ -66,11 +66,11 @@ def new_state() -> dict:
 def resolve_model(key: str, state: dict | None):
     """The model a visitor chose; a gr.Error with a plain sentence when it cannot be had."""
     state = state if isinstance(state, dict) else new_state()
-    if key in ("session", "upload"):
+    if key in ("session", "upload") or str(key).startswith("session@"):
         m = state.get("models", {}).get(key)
         if m is None:
             raise gr.Error("No model trained in this session yet: start a run in the Train tab, then press "
-                           "'Explore this model'." if key == "session" else
+                           "'Explore this model'." if key.startswith("session") else
                            "No checkpoint uploaded yet: add its .safetensors and .json files above.")
         return m
     if key not in ("cifar10", "mnist", "vit_b_16"):
@@ -315,7 +315,8 @@ def train_run(dataset: str = "cifar10", preset: str = QUICK["preset"], depth: fl
               batch_size: float = QUICK["batch_size"], lr: float = QUICK["lr"], subset: float = QUICK["subset"],
               augment: bool = QUICK["augment"], seed: float = 0, state: dict | None = None,
               request: gr.Request = None):
-    """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state)."""
+    """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state,
+    and at the end the Compare menus with the epoch snapshots)."""
     state = state if isinstance(state, dict) else new_state()
     if dataset not in DATASETS:
         raise gr.Error(f"Data set must be one of {', '.join(DATASETS)}.")
@@ -356,16 +357,23 @@ def train_run(dataset: str = "cifar10", preset: str = QUICK["preset"], depth: fl
     skip = gr.skip()
     try:
         for up in live.stream_run(cfg, stop):
+            choices = skip
             if up.done and up.model is not None:
-                state.setdefault("models", {})["session"] = up.model
+                models = state.setdefault("models", {})
+                for k in [k for k in models if k.startswith("session@")]:
+                    del models[k]
+                models["session"] = up.model
+                models.update({f"session@{e}": m for e, m in up.snapshots.items()})
                 state["cache"] = None
+                choices = gr.update(choices=MODEL_CHOICES + [(f"Trained in this session, after epoch {e}", f"session@{e}")
+                                                             for e in sorted(up.snapshots)])
             yield (up.status if up.status is not None else skip,
                    progress_html(up.progress) if up.progress is not None else skip,
                    up.curves if up.curves is not None else skip,
                    up.probes if up.probes is not None else skip,
                    up.pos_tiles if up.pos_tiles is not None else skip,
                    up.files if up.files else skip,
-                   state)
+                   state, choices, choices)
     finally:
         live.STOPS.clear(key, stop)
 
@@ -533,13 +541,14 @@ def build_demo() -> gr.Blocks:
                         t_pos = gr.Image(label="Positional-embedding similarity", interactive=False, format="jpeg", elem_classes=["vv-pic"])
             with gr.Tab("Compare", id="compare"):
                 gr.Markdown("The same image and options through two models, side by side: for example the shipped "
-                            "model against the one you trained in the Train tab.")
+                            "model against the one you trained in the Train tab, or that run after its first epoch "
+                            "against its end (a run keeps up to six epoch snapshots).")
                 with gr.Row():
                     c_image = gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"],
                                        label="Image", height=200, value=cifar_examples[3][0] if cifar_examples else None)
                     with gr.Column():
-                        c_a = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Left model")
-                        c_b = gr.Dropdown(MODEL_CHOICES, value="session", label="Right model")
+                        c_a = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Left model", allow_custom_value=True)
+                        c_b = gr.Dropdown(MODEL_CHOICES, value="session", label="Right model", allow_custom_value=True)
                         c_fusion = gr.Radio(FUSIONS, value="mean", label="Rollout head fusion")
                         c_discard = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard fraction")
                         c_btn = gr.Button("Compare", variant="primary")
@@ -597,7 +606,7 @@ def build_demo() -> gr.Blocks:
         t_preset.change(preset_sizes, t_preset, [t_depth, t_heads, t_width, t_patch], api_visibility="private")
         train_btn.click(train_run, [t_dataset, t_preset, t_depth, t_heads, t_width, t_patch, t_epochs, t_budget, t_bs,
                                     t_lr, t_subset, t_aug, t_seed, state],
-                        [t_status, t_progress, t_curves, t_probes, t_pos, t_files, state],
+                        [t_status, t_progress, t_curves, t_probes, t_pos, t_files, state, c_a, c_b],
                         api_name="train", concurrency_limit=TRAIN_SLOTS, concurrency_id="train",
                         api_description="Train a ViT live; streams status, progress, curves and pictures.")
         stop_btn.click(stop_run, None, t_status, api_name="stop", queue=False)
