@@ -212,8 +212,9 @@ def figure_to_array(fig: Figure) -> np.ndarray:
     return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
 
 
-def distance_figure(dist, title: str = "Mean attention distance") -> Figure:
-    """(L, H) distances in pixels: one dot per head against network depth (the ViT paper's Figure 7, right)."""
+def distance_figure(dist, title: str = "Mean attention distance", uniform: float | None = None) -> Figure:
+    """(L, H) distances in pixels: one dot per head against network depth (the ViT paper's Figure 7, right).
+    `uniform`: the distance uniform attention would give, drawn as a reference line."""
     d = _np(dist)
     L, H = d.shape
     fig = Figure(figsize=(4.8, 3.4), dpi=100)
@@ -225,9 +226,14 @@ def distance_figure(dist, title: str = "Mean attention distance") -> Figure:
     ax.set_ylabel("mean attention distance (pixels)")
     ax.set_title(title, fontsize=10)
     ax.set_xticks(range(1, L + 1))
+    top = float(d.max())
+    if uniform is not None:
+        ax.axhline(uniform, color="#888888", ls="--", lw=1, label="uniform attention")
+        top = max(top, uniform)
+    ax.set_ylim(0, top * 1.15)
     ax.grid(alpha=0.3)
     if H <= 8:
-        ax.legend(fontsize=7, ncol=2, loc="lower right")
+        ax.legend(fontsize=7, ncol=3, loc="lower right")
     fig.tight_layout()
     return fig
 

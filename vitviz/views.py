@@ -155,7 +155,9 @@ def render_model(model, images: list[np.ndarray], position: int | None = None) -
     dist = distance_over_batch(model, images)
     g = model.config.grid_size
     pos = (g * g) // 2 + g // 2 if position is None else position
-    fig = R.distance_figure(dist, f"Mean attention distance over {len(images)} images")
+    N = 1 + model.config.num_patches
+    uniform = float(I.mean_attention_distance(torch.full((1, 1, 1, N, N), 1.0 / N), model.config.patch_size))
+    fig = R.distance_figure(dist, f"Mean attention distance over {len(images)} images", uniform)
     return {
         "pos_tiles": R.pos_similarity_tiles(sim, tile_size=max(16, min(40, 400 // g)), highlight=pos),
         "pos_large": R.similarity_map(sim, pos, display_size(model.config)),
@@ -167,12 +169,15 @@ def render_model(model, images: list[np.ndarray], position: int | None = None) -
     }
 
 
+DATASET_NAMES = {"cifar10": "CIFAR-10", "mnist": "MNIST"}
+
+
 def model_card(model) -> str:
     cfg = model.config
     meta = getattr(model, "meta", {}) or {}
     params = sum(p.numel() for p in model.parameters())
     rows = [
-        f"### {meta.get('name') or (getattr(model, 'dataset', None) or 'custom').upper() + ' ViT'}",
+        f"### {meta.get('name') or DATASET_NAMES.get(getattr(model, 'dataset', None), 'Custom') + ' ViT'}",
         f"- **Input:** {cfg.image_size}x{cfg.image_size}, {cfg.in_chans} channel(s); "
         f"patch {cfg.patch_size} -> a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patches + CLS",
         f"- **Transformer:** depth {cfg.depth}, {cfg.num_heads} heads, width {cfg.embed_dim}, "
