@@ -64,7 +64,7 @@ def quick_defaults(device: torch.device) -> dict:
     common = dict(epochs=30, warmup=0.5, label_smoothing=0.1, augment=True, subset=0)
     if device.type == "cuda":
         return {**common, "preset": "tiny", "time_budget": 60, "batch_size": 512, "lr": 3e-3}
-    return {**common, "preset": "quick", "time_budget": 180, "batch_size": 128, "lr": 5e-3}
+    return {**common, "preset": "quick", "time_budget": 180, "batch_size": 256, "lr": 6e-3}
 
 
 @dataclass

@@ -12,7 +12,11 @@ budget is set), label smoothing, data resident on the device as uint8 with
 crop and flip done on whole batches there, bf16 autocast on CUDA and on CPUs
 with native bf16. A checkpoint is written atomically every epoch, so a killed
 run loses at most one epoch; ``--resume`` goes on from the last one.
-What the shipped models reach, in how long, is in checkpoints/README.md.
+What the shipped models reach, in how long, is in checkpoints/README.md. The Train
+tab's quick run (preset `quick`, batch 256, lr 6e-3, a 180 s budget) reaches 57% CIFAR-10
+test accuracy in 3 minutes on 2 CPU cores, and 68.7% with a 600 s budget:
+
+    python benchmarks/time_to_accuracy.py --budgets 180 600
 """
 from __future__ import annotations
 
