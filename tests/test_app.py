@@ -168,6 +168,7 @@ def test_epoch_snapshots_can_be_compared():
     state, menu = out[6], out[7]
     assert sorted(k for k in state["models"] if k.startswith("session@")) == ["session@1", "session@2", "session@3"]
     assert ("Trained in this session, after epoch 1", "session@1") in menu["choices"]
+    assert out[8]["value"] == "session"  # the right-hand Compare menu switches to the new model
     first, last = state["models"]["session@1"], state["models"]["session@3"]
     assert not torch.equal(first.head.weight, last.head.weight)
     left, *_, right_label = ui.compare({"path": EXAMPLE}, "session@1", "session", state=state)[:5]

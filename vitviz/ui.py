@@ -184,7 +184,8 @@ def model_controls(model_key: str, state: dict | None):
             gr.update(choices=choices, value=PREDICTED),
             gr.update(maximum=cfg.depth, value=cfg.depth),
             gr.update(maximum=cfg.num_heads, value=1),
-            gr.update(value=examples),
+            gr.update(value=examples, label="Examples: MNIST test digits" if ds == "mnist" else
+                      "Examples: CIFAR-10 test images"),
             -1)
 
 
@@ -365,15 +366,17 @@ def train_run(dataset: str = "cifar10", preset: str = QUICK["preset"], depth: fl
                 models["session"] = up.model
                 models.update({f"session@{e}": m for e, m in up.snapshots.items()})
                 state["cache"] = None
-                choices = gr.update(choices=MODEL_CHOICES + [(f"Trained in this session, after epoch {e}", f"session@{e}")
-                                                             for e in sorted(up.snapshots)])
+                choices = MODEL_CHOICES + [(f"Trained in this session, after epoch {e}", f"session@{e}")
+                                           for e in sorted(up.snapshots)]
             yield (up.status if up.status is not None else skip,
                    progress_html(up.progress) if up.progress is not None else skip,
                    up.curves if up.curves is not None else skip,
                    up.probes if up.probes is not None else skip,
                    up.pos_tiles if up.pos_tiles is not None else skip,
                    up.files if up.files else skip,
-                   state, choices, choices)
+                   state,
+                   gr.update(choices=choices) if choices is not skip else skip,
+                   gr.update(choices=choices, value="session") if choices is not skip else skip)
     finally:
         live.STOPS.clear(key, stop)
 
@@ -402,7 +405,7 @@ except ImportError:  # pragma: no cover
 # ---------------------------------------------------------------- Compare and export
 
 
-def compare(image, model_a: str = "cifar10", model_b: str = "session", fusion: str = "mean", discard: float = 0.0,
+def compare(image, model_a: str = "cifar10", model_b: str = "mnist", fusion: str = "mean", discard: float = 0.0,
             state: dict | None = None):
     """The same image and options through two models, side by side."""
     sides = []
@@ -548,7 +551,7 @@ def build_demo() -> gr.Blocks:
                                        label="Image", height=200, value=cifar_examples[3][0] if cifar_examples else None)
                     with gr.Column():
                         c_a = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Left model", allow_custom_value=True)
-                        c_b = gr.Dropdown(MODEL_CHOICES, value="session", label="Right model", allow_custom_value=True)
+                        c_b = gr.Dropdown(MODEL_CHOICES, value="mnist", label="Right model", allow_custom_value=True)
                         c_fusion = gr.Radio(FUSIONS, value="mean", label="Rollout head fusion")
                         c_discard = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard fraction")
                         c_btn = gr.Button("Compare", variant="primary")
