@@ -49,7 +49,7 @@ def _atomic_write(path: Path, write):
         tmp.unlink(missing_ok=True)
 
 
-def _write_json(path: Path, obj: dict):
+def write_json(path: Path, obj: dict):
     _atomic_write(path, lambda t: t.write_text(json.dumps(obj, indent=2) + "\n"))
 
 
@@ -79,7 +79,7 @@ def save(path, model: ViT, train_config: dict | None = None, metrics: dict | Non
         spath = wpath.with_suffix(".state.safetensors")
         _atomic_write(spath, lambda t: save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(t)))
     meta = model_meta(model, train=train_config or {}, metrics=metrics or {}, history=history or [])
-    _write_json(jpath, meta)
+    write_json(jpath, meta)
     return wpath
 
 

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
             target = a.checkpoint
         meta = checkpoint.read_meta(target)
         meta.setdefault("metrics", {})[f"{a.split}_acc"] = acc
-        checkpoint._write_json(checkpoint.paths(target)[1], meta)
+        checkpoint.write_json(checkpoint.paths(target)[1], meta)
         print(f"recorded {a.split}_acc in {checkpoint.paths(target)[1]}")
     if a.curves:
         from .render import curves_figure
