@@ -29,7 +29,6 @@ MODEL_CHOICES = [
     ("Trained in this session (Train tab)", "session"),
     ("Uploaded checkpoint", "upload"),
 ]
-MODEL_LABELS = {v: k for k, v in MODEL_CHOICES}
 FUSIONS = ["mean", "max", "min"]
 PREDICTED = "predicted class"
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -216,14 +215,10 @@ def random_test_image(model_key: str, state: dict | None):
     i = int(np.random.default_rng().integers(len(split)))
     arr = split.x[i].permute(1, 2, 0).numpy()
     im = Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr)
-    classes = load_classes(ds)
+    classes = DATASETS[ds]["classes"]
     path = Path(tempfile.mkdtemp(prefix="vitviz-")) / f"test_{i}_{classes[int(split.y[i])]}.png"
     im.save(path)
     return str(path), -1, f"Random test image #{i}; true label: **{classes[int(split.y[i])]}**"
-
-
-def load_classes(ds: str) -> list[str]:
-    return DATASETS[ds]["classes"]
 
 
 def click_patch(model_key: str, state: dict | None, evt: gr.SelectData):
@@ -278,8 +273,7 @@ def model_view(model_key: str, position, state: dict | None):
 def pos_click(model_key: str, state: dict | None, evt: gr.SelectData):
     model = resolve_model(model_key, state)
     g = model.config.grid_size
-    tile = max(16, min(40, 400 // g))
-    step = tile + 2
+    step = views.pos_tile_size(g) + 2  # tiles and their 2-pixel gaps, as render.pos_similarity_tiles lays them
     x, y = evt.index[0], evt.index[1]
     c = min(g - 1, max(0, int((x - 2) // step)))
     r = min(g - 1, max(0, int((y - 2) // step)))
@@ -408,12 +402,19 @@ except ImportError:  # pragma: no cover
 def compare(image, model_a: str = "cifar10", model_b: str = "mnist", fusion: str = "mean", discard: float = 0.0,
             state: dict | None = None):
     """The same image and options through two models, side by side."""
-    sides = []
+    if fusion not in FUSIONS:
+        raise gr.Error(f"Head fusion must be one of {', '.join(FUSIONS)}.")
+    try:
+        discard = min(0.99, max(0.0, float(discard)))
+    except (TypeError, ValueError):
+        raise gr.Error("The discard ratio must be a number.") from None
+    out = []
     for key in (model_a, model_b):
-        out = explain(image, key, fusion, discard, state=state)
-        sides.append((out[0], out[2], out[3], out[4]))
-    (la, ra, ga, sa), (lb, rb, gb, sb) = sides
-    return la, ra, ga, sa, lb, rb, gb, sb
+        model = resolve_model(key, state)
+        ex = views.explain_image(model, _pixels_for(model, image))
+        pics = views.render_explore(model, ex, fusion, discard, compact=True)
+        out += [views.top_k(model, ex.probs), pics["rollout"], pics["grad_rollout"], pics["rollout_strip"]]
+    return tuple(out)
 
 
 def export(image, model_key: str = "cifar10", fusion: str = "mean", discard: float = 0.0, target: str = PREDICTED,
@@ -461,7 +462,7 @@ def build_demo() -> gr.Blocks:
                         image_note = gr.Markdown()
                         fusion = gr.Radio(FUSIONS, value="mean", label="Rollout head fusion", elem_id="fusion")
                         discard = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard the weakest fraction")
-                        target = gr.Dropdown([PREDICTED] + cifar_classes(), value=PREDICTED,
+                        target = gr.Dropdown([PREDICTED] + DATASETS["cifar10"]["classes"], value=PREDICTED,
                                              label="Gradient rollout: explain class")
                         with gr.Row():
                             layer = gr.Slider(1, 6, value=6, step=1, label="Layer (large view)")
@@ -625,10 +626,6 @@ def build_demo() -> gr.Blocks:
             demo.load(lambda: cifar_examples[3][0], None, image, api_visibility="private")
         demo.load(model_view, mv_inputs, mv_outputs, api_visibility="private")
     return demo
-
-
-def cifar_classes() -> list[str]:
-    return load_classes("cifar10")
 
 
 CSS = """

@@ -70,6 +70,18 @@ def click_to_patch(x: float, y: float, shown_size: int, grid: int) -> int:
     return r * grid + c
 
 
+def pos_tile_size(grid: int) -> int:
+    """Side of one positional-similarity tile on the Model tab."""
+    return max(16, min(40, 400 // grid))
+
+
+def _norm_each(maps: torch.Tensor) -> torch.Tensor:
+    """(..., g, g) maps, each scaled to [0, 1] on its own."""
+    flat = maps.float().flatten(-2)
+    lo, hi = flat.amin(-1, keepdim=True), flat.amax(-1, keepdim=True)
+    return ((flat - lo) / (hi - lo).clamp_min(1e-12) * (hi > lo)).view(maps.shape)
+
+
 def _norm(m: torch.Tensor) -> torch.Tensor:
     """Scale a map to [0, 1] for display."""
     m = m.float()
@@ -79,8 +91,9 @@ def _norm(m: torch.Tensor) -> torch.Tensor:
 
 def render_explore(model, ex: Explanation, head_fusion: str = "mean", discard_ratio: float = 0.0,
                    layer: int | None = None, head: int | None = None, patch: int | None = None,
-                   alpha: float = 0.6, smooth: bool = True) -> dict:
-    """Every picture of the Explore view. `layer` and `head` are 1-based; `patch` 0-based or None."""
+                   alpha: float = 0.6, smooth: bool = True, compact: bool = False) -> dict:
+    """Every picture of the Explore view. `layer` and `head` are 1-based; `patch` 0-based or None.
+    `compact`: only the rollout, gradient rollout and rollout-by-layer pictures (the Compare view)."""
     cfg = model.config
     g = cfg.grid_size
     L, H = ex.attn.shape[:2]
@@ -93,14 +106,19 @@ def render_explore(model, ex: Explanation, head_fusion: str = "mean", discard_ra
     small = max(48, min(96, 576 // max(L, H)))
     attn = ex.attn[None]  # (1, L, H, N, N)
     roll = I.attention_rollout(attn, head_fusion, discard_ratio, all_layers=True)[0]  # (L, N, N)
+    out = {
+        "rollout": R.overlay(ex.pixels, _norm(roll[-1, 0, 1:]).view(g, g), S, alpha=alpha, mode=mode),
+        "grad_rollout": R.overlay(ex.pixels, _norm(ex.grad_rollout).view(g, g), S, alpha=alpha, mode=mode),
+        "rollout_strip": R.layer_strip(ex.pixels, _norm_each(roll[:, 0, 1:].reshape(L, g, g)),
+                                       tile_size=small + 16, alpha=alpha, mode=mode),
+    }
+    if compact:
+        return out
     cls_maps = ex.attn[:, :, 0, 1:].reshape(L, H, g, g)
     out = {
         "sees": np.asarray(R.draw_grid(R.enlarge(ex.pixels, S), g, numbers=True, highlight=patch)),
-        "rollout": R.overlay(ex.pixels, _norm(roll[-1, 0, 1:]).view(g, g), S, alpha=alpha, mode=mode),
-        "grad_rollout": R.overlay(ex.pixels, _norm(ex.grad_rollout).view(g, g), S, alpha=alpha, mode=mode),
-        "rollout_strip": R.layer_strip(ex.pixels, torch.stack([_norm(r[0, 1:]).view(g, g) for r in roll]),
-                                       tile_size=small + 16, alpha=alpha, mode=mode),
-        "heads": R.layer_head_grid(ex.pixels, torch.stack([torch.stack([_norm(m) for m in row]) for row in cls_maps]),
+        **out,
+        "heads": R.layer_head_grid(ex.pixels, _norm_each(cls_maps),
                                    tile_size=small, alpha=0.75),
         "head_large": R.overlay(ex.pixels, _norm(cls_maps[layer - 1, head - 1]), S, alpha=0.75, mode="nearest"),
         "patch_heads": None,
@@ -108,7 +126,7 @@ def render_explore(model, ex: Explanation, head_fusion: str = "mean", discard_ra
     }
     if patch is not None:
         pm = ex.attn[:, :, 1 + patch, 1:].reshape(L, H, g, g)
-        grid_img = R.layer_head_grid(ex.pixels, torch.stack([torch.stack([_norm(m) for m in row]) for row in pm]),
+        grid_img = R.layer_head_grid(ex.pixels, _norm_each(pm),
                                      tile_size=small, alpha=0.75)
         out["patch_heads"] = grid_img
         pr = roll[-1, 1 + patch, 1:].clone()
@@ -159,7 +177,7 @@ def render_model(model, images: list[np.ndarray], position: int | None = None) -
     uniform = float(I.mean_attention_distance(torch.full((1, 1, 1, N, N), 1.0 / N), model.config.patch_size))
     fig = R.distance_figure(dist, f"Mean attention distance over {len(images)} images", uniform)
     return {
-        "pos_tiles": R.pos_similarity_tiles(sim, tile_size=max(16, min(40, 400 // g)), highlight=pos),
+        "pos_tiles": R.pos_similarity_tiles(sim, tile_size=pos_tile_size(g), highlight=pos),
         "pos_large": R.similarity_map(sim, pos, display_size(model.config)),
         "distance": R.figure_to_array(fig),
         "components": R.components_image(comps),
