@@ -126,3 +126,32 @@ def test_mnist_inverts_dark_on_light():
     im.paste(0, (10, 4, 16, 24))
     px = D.to_pixels(im, 28, 1, invert_light=True)
     assert px[0, 0, 0] == 0 and px[14, 13, 0] == 255
+
+
+def test_mix_batch_and_random_erase():
+    from vitviz.data import mix_batch, random_erase
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.arange(4.0)[:, None, None, None].expand(4, 3, 8, 8).contiguous()  # image i is all i
+    y = torch.tensor([0, 1, 2, 3])
+    xm, t = mix_batch(x, y, 5, p=0.0, generator=g)
+    assert torch.equal(xm, x) and torch.equal(t, torch.nn.functional.one_hot(y, 5).float())
+    kinds = set()
+    for _ in range(40):
+        xm, t = mix_batch(x, y, 5, p=1.0, generator=g)
+        assert torch.allclose(t.sum(1), torch.ones(4))
+        # every image is image i mixed with image 3 - i, and the labels say by how much
+        lam = t[0, 0].item()
+        assert t[0, 3].item() == pytest.approx(1 - lam, abs=1e-6)
+        assert xm[0].mean().item() == pytest.approx(3 * (1 - lam), abs=1e-5)
+        kinds.add("cutmix" if set(xm[0].unique().tolist()) <= {0.0, 3.0} and 0 < lam < 1 else "mixup")
+    assert kinds == {"cutmix", "mixup"}
+
+    x = torch.zeros(64, 3, 16, 16)
+    assert torch.equal(random_erase(x, 0.0, g), x)
+    erased = (random_erase(x, 1.0, g) != 0).flatten(1).any(1)
+    assert erased.all()
+    frac = (random_erase(x, 0.5, g) != 0).flatten(1).any(1).float().mean().item()
+    assert 0.2 < frac < 0.8
+    area = (random_erase(x, 1.0, g) != 0)[:, 0].flatten(1).float().mean(1)
+    assert (area >= 0.01).all() and (area <= 0.4).all()

@@ -118,3 +118,29 @@ def test_cli_trains_on_a_zip_and_evaluate_reports(tmp_path):
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert "test accuracy" in r.stdout and "/40)" in r.stdout
+
+
+def test_keep_epochs_and_average(tmp_path, capsys, monkeypatch):
+    from vitviz import average
+
+    monkeypatch.delenv("VITVIZ_DATA", raising=False)  # no data: the mean gets no validation figure
+
+    out = tmp_path / "run" / "model"
+    events(TrainConfig(epochs=4, keep_epochs=2, **TINY), out=out)
+    kept = sorted(p.name for p in out.parent.glob("model-epoch*"))
+    assert kept == ["model-epoch003.json", "model-epoch003.safetensors", "model-epoch004.json", "model-epoch004.safetensors"]
+    a, b = checkpoint.load(out.parent / "model-epoch003"), checkpoint.load(out.parent / "model-epoch004")
+    assert torch.equal(b.state_dict()["head.weight"], checkpoint.load(out).state_dict()["head.weight"])
+
+    avg = tmp_path / "avg" / "model"
+    assert average.main([str(out.parent / "model-epoch003"), str(out.parent / "model-epoch004"), "--out", str(avg)]) == 0
+    m = checkpoint.load(avg)
+    for k, v in m.state_dict().items():
+        torch.testing.assert_close(v, (a.state_dict()[k] + b.state_dict()[k]) / 2)
+    assert [s["epoch"] for s in m.meta["metrics"]["averaged_from"]] == [3, 4]
+    assert "val_acc" not in m.meta["metrics"]  # a source's figure would not describe the mean
+
+    other = tmp_path / "other" / "model"
+    events(TrainConfig(epochs=1, **{**TINY, "depth": 3}), out=other)
+    assert average.main([str(out), str(other), "--out", str(tmp_path / "bad")]) == 1
+    assert "different model" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import os
 import zipfile
 from dataclasses import dataclass
@@ -217,6 +218,58 @@ def augment(x: torch.Tensor, flip: bool = True, pad: int = 4, generator: torch.G
         m = (torch.rand(B, generator=generator) < 0.5).to(dev)
         x = torch.where(m[:, None, None, None], x.flip(3), x)
     return x
+
+
+def random_erase(x: torch.Tensor, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Random erasing (Zhong et al. 2020) on a normalised float batch: with probability p per image,
+    one rectangle (2-33% of the area, aspect 0.3-3.3) is filled with Gaussian noise."""
+    B, C, H, W = x.shape
+    if p <= 0:
+        return x
+    dev = x.device
+    area = torch.empty(B).uniform_(0.02, 1 / 3, generator=generator) * H * W
+    aspect = torch.exp(torch.empty(B).uniform_(math.log(0.3), math.log(1 / 0.3), generator=generator))
+    h = (area * aspect).sqrt().round().clamp(1, H).long()
+    w = (area / aspect).sqrt().round().clamp(1, W).long()
+    top = (torch.rand(B, generator=generator) * (H - h + 1)).long()
+    left = (torch.rand(B, generator=generator) * (W - w + 1)).long()
+    on = torch.rand(B, generator=generator) < p
+    ys, xs = torch.arange(H)[None, :], torch.arange(W)[None, :]
+    rows = (ys >= top[:, None]) & (ys < (top + h)[:, None])  # (B, H)
+    cols = (xs >= left[:, None]) & (xs < (left + w)[:, None])  # (B, W)
+    mask = (rows[:, :, None] & cols[:, None, :] & on[:, None, None]).to(dev)[:, None]  # (B, 1, H, W)
+    noise = torch.randn(x.shape, generator=generator).to(dev, x.dtype)
+    return torch.where(mask, noise, x)
+
+
+def mix_batch(x: torch.Tensor, y: torch.Tensor, num_classes: int, p: float,
+              generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """CutMix or Mixup (even odds) with probability p, on a whole batch paired with its reverse.
+
+    Returns the batch and soft targets (B, num_classes). CutMix pastes one box of the partner
+    image (area 1 - lam, lam ~ Beta(1, 1)) and weights the labels by the pasted area; Mixup
+    blends the two images with lam ~ Beta(0.8, 0.8) (the DeiT settings)."""
+    target = torch.nn.functional.one_hot(y, num_classes).float()
+    if p <= 0 or float(torch.rand(1, generator=generator)) >= p:
+        return x, target
+    B, C, H, W = x.shape
+    partner = x.flip(0)
+    cutmix = float(torch.rand(1, generator=generator)) < 0.5
+    alpha = 1.0 if cutmix else 0.8
+    lam = float(np.random.default_rng(int(torch.randint(0, 2**31 - 1, (1,), generator=generator))).beta(alpha, alpha))
+    if cutmix:
+        cut = math.sqrt(1 - lam)
+        h, w = round(H * cut), round(W * cut)
+        cy = int(torch.randint(0, H, (1,), generator=generator))
+        cx = int(torch.randint(0, W, (1,), generator=generator))
+        y0, y1 = max(0, cy - h // 2), min(H, cy + h - h // 2)
+        x0, x1 = max(0, cx - w // 2), min(W, cx + w - w // 2)
+        x = x.clone()
+        x[:, :, y0:y1, x0:x1] = partner[:, :, y0:y1, x0:x1]
+        lam = 1 - (y1 - y0) * (x1 - x0) / (H * W)
+    else:
+        x = lam * x + (1 - lam) * partner
+    return x, lam * target + (1 - lam) * target.flip(0)
 
 
 # ---------------------------------------------------------------- single images

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from . import checkpoint
-from .data import DATASETS, Dataset, Split, augment, load_dataset, normalize
+from .data import DATASETS, Dataset, Split, augment, load_dataset, mix_batch, normalize, random_erase
 from .model import PRESETS, ViT, make_config
 
 
@@ -55,6 +55,8 @@ class TrainConfig:
     warmup: float = 1.0  # warmup length in epochs (at most a fifth of the run)
     label_smoothing: float = 0.1
     augment: bool = True  # random crop with padding, and flips where the data set allows them
+    mix: float = 0.0  # probability that a batch is mixed by CutMix or Mixup (0: never)
+    erase: float = 0.0  # probability of random erasing per image (0: never)
     subset: int = 0  # train on this many images (0: the whole training split)
     val_size: int = 5000  # held out of the training set for validation
     seed: int = 0
@@ -63,6 +65,7 @@ class TrainConfig:
     log_every: int = 10  # steps between step events
     snapshot_every: int = 0  # steps between snapshot events (0: at epoch ends only)
     eval_images: int = 0  # validate on this many held-out images (0: all of them)
+    keep_epochs: int = 0  # also keep the last N epochs' weights as OUT-epochNNN (for vitviz.average)
 
     def model_overrides(self) -> dict:
         keys = ("embed_dim", "depth", "num_heads", "patch_size", "mlp_ratio", "dropout")
@@ -208,7 +211,10 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
             return None
         state = _opt_state(opt)
         state["rng"] = gen.get_state()
-        return checkpoint.save(out, model, train_config=asdict(cfg), metrics=metrics, history=history, state=state)
+        path = checkpoint.save(out, model, train_config=asdict(cfg), metrics=metrics, history=history, state=state)
+        if cfg.keep_epochs > 0 and float(metrics["epoch"]).is_integer():
+            keep_epoch_copy(out, model, asdict(cfg), metrics, history, int(metrics["epoch"]), cfg.keep_epochs)
+        return path
 
     def progress(elapsed):
         p = step / total_steps
@@ -237,12 +243,15 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
         if cfg.augment:
             xb = augment(xb, flip=data.flip, pad=pad, generator=gen)
         xb = normalize(xb, model.mean, model.std)
+        if cfg.erase > 0:
+            xb = random_erase(xb, cfg.erase, generator=gen)
+        xb, target = mix_batch(xb, yb, model.config.num_classes, cfg.mix, generator=gen)
         lr = get_lr(step, progress(elapsed), cfg, warmup_steps)
         for g in opt.param_groups:
             g["lr"] = lr
         with autocast(device, cfg.amp):
             logits = model(xb)
-        loss = F.cross_entropy(logits.float(), yb, label_smoothing=cfg.label_smoothing)
+        loss = F.cross_entropy(logits.float(), target, label_smoothing=cfg.label_smoothing)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -257,7 +266,7 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
                            "Try a lower learning rate.")
                 break
             run_loss += loss_v * bs
-            run_correct += (logits.argmax(1) == yb).sum().item()
+            run_correct += (logits.argmax(1) == target.argmax(1)).sum().item()  # the majority label when mixed
             run_n += bs
             now = time.perf_counter()
             ips = seen_window / max(1e-9, now - t_window)
@@ -303,6 +312,18 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
     yield result
 
 
+def keep_epoch_copy(out, model, train_config, metrics, history, epoch: int, keep: int):
+    """Write this epoch's weights as OUT-epochNNN and delete the ones more than `keep` epochs old."""
+    stem = checkpoint.paths(out)[0].with_suffix("")
+    checkpoint.save(stem.with_name(f"{stem.name}-epoch{epoch:03d}"), model, train_config=train_config,
+                    metrics=metrics, history=history)
+    for old in stem.parent.glob(f"{stem.name}-epoch*.json"):
+        n = old.stem.rsplit("-epoch", 1)[1]
+        if n.isdigit() and int(n) <= epoch - keep:
+            for f in checkpoint.paths(old):
+                f.unlink(missing_ok=True)
+
+
 def _epoch_record(model, data, device, cfg, epoch, step, elapsed, train_loss, train_acc, limit: int = 0) -> dict:
     """Validation figures at the end of an epoch (or of the run); `limit` caps the images used."""
     n = min(x for x in (len(data.val), cfg.eval_images or len(data.val), limit or len(data.val)))
@@ -344,6 +365,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=float, default=defaults.warmup, help="warmup epochs")
     p.add_argument("--label-smoothing", type=float, default=defaults.label_smoothing)
     p.add_argument("--no-augment", action="store_true", help="turn off crop and flip")
+    p.add_argument("--mix", type=float, default=defaults.mix,
+                   help="probability that a batch is mixed with CutMix or Mixup (even odds); 0 turns it off")
+    p.add_argument("--erase", type=float, default=defaults.erase, help="random-erasing probability per image")
     p.add_argument("--subset", type=int, default=0, help="train on this many images (0: all)")
     p.add_argument("--val-size", type=int, default=defaults.val_size)
     p.add_argument("--seed", type=int, default=0)
@@ -353,6 +377,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="checkpoint stem, e.g. runs/cifar/model (writes .safetensors and .json)")
     p.add_argument("--resume", action="store_true", help="go on from the checkpoint at --out")
     p.add_argument("--test", action="store_true", help="report test accuracy at the end")
+    p.add_argument("--keep-epochs", type=int, default=0,
+                   help="also keep the last N epochs' weights as OUT-epochNNN, to average with vitviz.average")
     return p
 
 

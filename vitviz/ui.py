@@ -450,7 +450,7 @@ def build_demo() -> gr.Blocks:
                 with gr.Row():
                     with gr.Column(scale=1, min_width=300):
                         image = gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"],
-                                         label="Image", height=240)
+                                         label="Image", height=240, elem_id="input-image")
                         examples = gr.Gallery(value=cifar_examples, label="Examples: CIFAR-10 test images",
                                               columns=10, height=200, allow_preview=False, elem_id="examples")
                         with gr.Row():
@@ -633,6 +633,7 @@ CSS = """
 .vv-bar {height: 100%; background: linear-gradient(90deg, #f97316, #fb923c); transition: width 0.4s;}
 .vv-progress span {position: absolute; left: 8px; top: 2px; font-size: 13px; color: #222;}
 .vv-pic [data-testid="block-label"] {position: static !important; margin-bottom: 4px;}
+#input-image img {width: 100%; height: 100%; object-fit: contain; image-rendering: pixelated;}
 """
 
 

@@ -211,10 +211,17 @@ def model_card(model) -> str:
         rows.append("- **Accuracy:** " + ", ".join(acc))
     t = meta.get("train") or {}
     if t:
-        rows.append(f"- **Training:** {t.get('dataset')}, {m.get('epoch', t.get('epochs'))} epochs, batch {t.get('batch_size')}, "
+        epochs = m.get("epoch", t.get("epochs"))
+        epochs = f"{epochs:g}" if isinstance(epochs, (int, float)) else "?"
+        averaged = [s.get("epoch") for s in m.get("averaged_from") or [] if isinstance(s, dict)]
+        rows.append(f"- **Training:** {t.get('dataset')}, {epochs} epochs, batch {t.get('batch_size')}, "
                     f"AdamW lr {t.get('lr')}, weight decay {t.get('weight_decay')}, label smoothing "
                     f"{t.get('label_smoothing')}, augmentation {'on' if t.get('augment') else 'off'}"
-                    + (f"; {m['train_seconds'] / 60:.0f} min of training" if m.get("train_seconds") else ""))
+                    + (f", CutMix/Mixup {t['mix']}" if t.get("mix") else "")
+                    + (f", random erasing {t['erase']}" if t.get("erase") else "")
+                    + (f"; {m['train_seconds'] / 60:.0f} min of training" if m.get("train_seconds") else "")
+                    + (f"; the weights averaged over epochs {min(averaged):g}-{max(averaged):g}"
+                       if averaged and all(isinstance(e, (int, float)) for e in averaged) else ""))
     return "\n".join(rows)
 
 

@@ -1,0 +1,78 @@
+"""Average the weights of several checkpoints of one run (weight averaging over its last epochs).
+
+    python -m vitviz.train ... --out runs/cifar/model --keep-epochs 10
+    python -m vitviz.average runs/cifar/model-epoch0{51..60} --out runs/cifar/averaged --data ../shared/data
+
+Late in a cosine schedule the weights wander around a minimum; their mean usually sits
+nearer its centre and generalises a little better (Izmailov et al. 2018, "Averaging
+Weights Leads to Wider Optima"). The checkpoints must share one model config; the JSON of
+the result is the last one's, with `averaged_from` listing the sources and, with
+`--data`, the averaged model's validation loss and accuracy on the run's held-out split.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+from . import checkpoint
+from .data import DataUnavailable, load_dataset
+from .train import evaluate, pick_device
+
+
+def average(paths: list) -> tuple[torch.nn.Module, list[dict]]:
+    """(a model holding the mean of the checkpoints' weights, a summary of each source)."""
+    if len(paths) < 2:
+        raise checkpoint.CheckpointError("averaging needs at least two checkpoints")
+    models = [checkpoint.load(p) for p in paths]
+    first = models[0]
+    for p, m in zip(paths, models):
+        if m.config != first.config or list(m.classes) != list(first.classes):
+            raise checkpoint.CheckpointError(f"{p} holds a different model than {paths[0]}")
+    states = [m.state_dict() for m in models]
+    mean = {k: torch.stack([s[k].float() for s in states]).mean(0) for k in states[0]}
+    out = models[-1]
+    out.load_state_dict(mean)
+    sources = [{"checkpoint": str(checkpoint.paths(p)[0].name), **{k: m.meta.get("metrics", {}).get(k)
+                for k in ("epoch", "val_acc")}} for p, m in zip(paths, models)]
+    return out, sources
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m vitviz.average", description=__doc__.split("\n")[0])
+    p.add_argument("checkpoints", nargs="+", help="checkpoint stems or files of one run")
+    p.add_argument("--out", required=True, help="stem of the averaged checkpoint")
+    p.add_argument("--data", help="also measure validation accuracy (zip or folder; default $VITVIZ_DATA)")
+    p.add_argument("--device", default="auto")
+    a = p.parse_args(argv)
+    try:
+        model, sources = average(a.checkpoints)
+    except checkpoint.CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    meta = model.meta
+    metrics = dict(meta.get("metrics", {}))
+    for key in ("val_acc", "val_loss", "test_acc"):  # the sources' figures do not describe the mean
+        metrics.pop(key, None)
+    if a.data or os.environ.get("VITVIZ_DATA"):
+        try:
+            data = load_dataset(model.dataset, a.data, val_size=meta.get("train", {}).get("val_size", 5000))
+        except (DataUnavailable, ValueError) as e:
+            print(f"note: no validation figures ({e})", file=sys.stderr)
+        else:
+            device = pick_device(a.device)
+            metrics["val_loss"], metrics["val_acc"] = evaluate(model.to(device), data.val, device)
+            model.cpu()
+            known = [s["val_acc"] for s in sources if isinstance(s["val_acc"], (int, float))]
+            print(f"averaged {len(sources)} checkpoints: validation accuracy {metrics['val_acc']:.4f}"
+                  + (f" (the sources: {min(known):.4f} to {max(known):.4f})" if known else ""))
+    metrics["averaged_from"] = sources
+    path = checkpoint.save(a.out, model, train_config=meta.get("train"), metrics=metrics, history=meta.get("history"))
+    print(f"saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
