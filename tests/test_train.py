@@ -144,3 +144,25 @@ def test_keep_epochs_and_average(tmp_path, capsys, monkeypatch):
     events(TrainConfig(epochs=1, **{**TINY, "depth": 3}), out=other)
     assert average.main([str(out), str(other), "--out", str(tmp_path / "bad")]) == 1
     assert "different model" in capsys.readouterr().err
+
+
+def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
+    from vitviz import average
+
+    out = tmp_path / "run" / "model"
+    events(TrainConfig(epochs=2, keep_epochs=2, **{**TINY, "val_size": 24}), out=out)
+    avg = tmp_path / "avg"
+    rc = average.main([str(out.parent / "model-epoch001"), str(out.parent / "model-epoch002"),
+                       "--out", str(avg), "--data", str(small_data)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "validation accuracy" in printed
+    val = checkpoint.read_meta(avg)["metrics"]["val_acc"]
+    assert 0.0 <= val <= 1.0 and f"{val:.4f}" in printed
+
+    # a run that held out nothing gets no (meaningless) validation figure
+    events(TrainConfig(epochs=2, keep_epochs=2, **TINY), out=out)
+    assert average.main([str(out.parent / "model-epoch001"), str(out.parent / "model-epoch002"),
+                         "--out", str(avg), "--data", str(small_data)]) == 0
+    assert "no validation" in capsys.readouterr().err
+    assert "val_acc" not in checkpoint.read_meta(avg)["metrics"]

@@ -56,12 +56,18 @@ def main(argv=None) -> int:
     metrics = dict(meta.get("metrics", {}))
     for key in ("val_acc", "val_loss", "test_acc"):  # the sources' figures do not describe the mean
         metrics.pop(key, None)
+    data = None
     if a.data or os.environ.get("VITVIZ_DATA"):
         try:
             data = load_dataset(model.dataset, a.data, val_size=meta.get("train", {}).get("val_size", 5000))
         except (DataUnavailable, ValueError) as e:
             print(f"note: no validation figures ({e})", file=sys.stderr)
         else:
+            if not len(data.val):
+                print("note: the run held out no validation images (val_size 0): no validation figures",
+                      file=sys.stderr)
+                data = None
+        if data is not None:
             device = pick_device(a.device)
             metrics["val_loss"], metrics["val_acc"] = evaluate(model.to(device), data.val, device)
             model.cpu()
