@@ -166,3 +166,18 @@ def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
                          "--out", str(avg), "--data", str(small_data)]) == 0
     assert "no validation" in capsys.readouterr().err
     assert "val_acc" not in checkpoint.read_meta(avg)["metrics"]
+
+
+def test_live_runs_prune_old_folders(tmp_path):
+    import os
+
+    from vitviz.live import RUN_PREFIX, prune_run_dirs
+
+    for i in range(5):
+        d = tmp_path / f"{RUN_PREFIX}{i}"
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"x")
+        os.utime(d, (1000 + i, 1000 + i))
+    (tmp_path / "unrelated").mkdir()
+    prune_run_dirs(keep=2, root=str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{RUN_PREFIX}3", f"{RUN_PREFIX}4", "unrelated"])

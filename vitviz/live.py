@@ -10,6 +10,7 @@ what it has learned.
 from __future__ import annotations
 
 import copy
+import shutil
 import tempfile
 import threading
 import time
@@ -177,7 +178,9 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
     probes = pos = None
     kept: dict[int, torch.nn.Module] = {}
     head = ""
-    out_dir = out_dir or tempfile.mkdtemp(prefix="vitviz-run-")
+    if out_dir is None:
+        prune_run_dirs()
+        out_dir = tempfile.mkdtemp(prefix=RUN_PREFIX)
     out = Path(out_dir) / f"vitviz-{cfg.dataset}-{cfg.preset}"
     for ev in train(cfg, data=data, stop=stop, out=out, snapshots=True):
         kind = ev["event"]
@@ -216,6 +219,7 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
             probes, pos = render_snapshot(model, px, py, data.classes)
             acc = history[-1]["val_acc"] if history else float("nan")
             files = [str(p) for p in checkpoint.paths(out)] if ev.get("path") else []
+            checkpoint.paths(out)[0].with_suffix(".state.safetensors").unlink(missing_ok=True)  # not offered
             what = "Finished" if kind == "done" else "Stopped"
             status = (f"**{what}** after {ev['step']:,} steps ({_fmt_time(ev['train_seconds'])} of training): "
                       f"validation accuracy **{100 * acc:.1f}%**. Press *Explore this model* to look inside it, "
@@ -223,6 +227,17 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
             yield Update(status=status, progress=1.0, curves=_curves(history, steps), probes=probes, pos_tiles=pos,
                          done=True, model=copy.deepcopy(model).cpu().eval(), files=files, snapshots=kept)
             return
+
+
+RUN_PREFIX = "vitviz-run-"
+KEEP_RUN_DIRS = 20  # finished runs whose checkpoint files stay downloadable
+
+
+def prune_run_dirs(keep: int = KEEP_RUN_DIRS, root: str | None = None):
+    """Delete all but the `keep` newest run folders, so a long-lived app does not fill its disk."""
+    dirs = sorted(Path(root or tempfile.gettempdir()).glob(RUN_PREFIX + "*"), key=lambda p: p.stat().st_mtime)
+    for d in dirs[:max(0, len(dirs) - keep)]:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def keep_snapshot(kept: dict, epoch: int, model, most: int = 6):
