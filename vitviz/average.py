@@ -40,6 +40,21 @@ def average(paths: list) -> tuple[torch.nn.Module, list[dict]]:
     return out, sources
 
 
+def _validation_split(model, data_arg):
+    """The run's held-out split when a data set is at hand (and the run held images out), else None."""
+    if not (data_arg or os.environ.get("VITVIZ_DATA")):
+        return None
+    try:
+        data = load_dataset(model.dataset, data_arg, val_size=model.meta.get("train", {}).get("val_size", 5000))
+    except (DataUnavailable, ValueError) as e:
+        print(f"note: no validation figures ({e})", file=sys.stderr)
+        return None
+    if not len(data.val):
+        print("note: the run held out no validation images (val_size 0): no validation figures", file=sys.stderr)
+        return None
+    return data.val
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m vitviz.average", description=__doc__.split("\n")[0])
     p.add_argument("checkpoints", nargs="+", help="checkpoint stems or files of one run")
@@ -56,24 +71,14 @@ def main(argv=None) -> int:
     metrics = dict(meta.get("metrics", {}))
     for key in ("val_acc", "val_loss", "test_acc"):  # the sources' figures do not describe the mean
         metrics.pop(key, None)
-    data = None
-    if a.data or os.environ.get("VITVIZ_DATA"):
-        try:
-            data = load_dataset(model.dataset, a.data, val_size=meta.get("train", {}).get("val_size", 5000))
-        except (DataUnavailable, ValueError) as e:
-            print(f"note: no validation figures ({e})", file=sys.stderr)
-        else:
-            if not len(data.val):
-                print("note: the run held out no validation images (val_size 0): no validation figures",
-                      file=sys.stderr)
-                data = None
-        if data is not None:
-            device = pick_device(a.device)
-            metrics["val_loss"], metrics["val_acc"] = evaluate(model.to(device), data.val, device)
-            model.cpu()
-            known = [s["val_acc"] for s in sources if isinstance(s["val_acc"], (int, float))]
-            print(f"averaged {len(sources)} checkpoints: validation accuracy {metrics['val_acc']:.4f}"
-                  + (f" (the sources: {min(known):.4f} to {max(known):.4f})" if known else ""))
+    val = _validation_split(model, a.data)
+    if val is not None:
+        device = pick_device(a.device)
+        metrics["val_loss"], metrics["val_acc"] = evaluate(model.to(device), val, device)
+        model.cpu()
+        known = [s["val_acc"] for s in sources if isinstance(s["val_acc"], (int, float))]
+        print(f"averaged {len(sources)} checkpoints: validation accuracy {metrics['val_acc']:.4f}"
+              + (f" (the sources: {min(known):.4f} to {max(known):.4f})" if known else ""))
     metrics["averaged_from"] = sources
     path = checkpoint.save(a.out, model, train_config=meta.get("train"), metrics=metrics, history=meta.get("history"))
     print(f"saved {path}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import shutil
 import sys
 import threading
 import time
@@ -213,7 +214,7 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
         state["rng"] = gen.get_state()
         path = checkpoint.save(out, model, train_config=asdict(cfg), metrics=metrics, history=history, state=state)
         if cfg.keep_epochs > 0 and float(metrics["epoch"]).is_integer():
-            keep_epoch_copy(out, model, asdict(cfg), metrics, history, int(metrics["epoch"]), cfg.keep_epochs)
+            keep_epoch_copy(out, int(metrics["epoch"]), cfg.keep_epochs)
         return path
 
     def progress(elapsed):
@@ -312,11 +313,13 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
     yield result
 
 
-def keep_epoch_copy(out, model, train_config, metrics, history, epoch: int, keep: int):
-    """Write this epoch's weights as OUT-epochNNN and delete the ones more than `keep` epochs old."""
-    stem = checkpoint.paths(out)[0].with_suffix("")
-    checkpoint.save(stem.with_name(f"{stem.name}-epoch{epoch:03d}"), model, train_config=train_config,
-                    metrics=metrics, history=history)
+def keep_epoch_copy(out, epoch: int, keep: int):
+    """Copy the checkpoint just written to OUT-epochNNN and delete the copies more than `keep` epochs old."""
+    wpath, jpath = checkpoint.paths(out)
+    stem = wpath.with_suffix("")
+    dst = stem.with_name(f"{stem.name}-epoch{epoch:03d}")
+    shutil.copyfile(wpath, dst.with_suffix(".safetensors"))
+    shutil.copyfile(jpath, dst.with_suffix(".json"))  # the JSON last: a pair whose JSON is there is complete
     for old in stem.parent.glob(f"{stem.name}-epoch*.json"):
         n = old.stem.rsplit("-epoch", 1)[1]
         if n.isdigit() and int(n) <= epoch - keep:
