@@ -76,8 +76,8 @@ def save(path, model: ViT, train_config: dict | None = None, metrics: dict | Non
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
     _atomic_write(wpath, lambda t: save_file(tensors, str(t), metadata={"format": FORMAT}))
     if state is not None:
-        spath = wpath.with_suffix(".state.safetensors")
-        _atomic_write(spath, lambda t: save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(t)))
+        state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
+        _atomic_write(state_path(path), lambda t: save_file(state, str(t)))
     meta = model_meta(model, train=train_config or {}, metrics=metrics or {}, history=history or [])
     write_json(jpath, meta)
     return wpath
@@ -180,6 +180,11 @@ def load_pair(weights_file, json_file, device="cpu") -> ViT:
     return build(validate_meta(meta), load_tensors(Path(weights_file)), device)
 
 
+def state_path(path) -> Path:
+    """Where a checkpoint's resume state (optimizer moments and RNG) lives, beside its weights."""
+    return paths(path)[0].with_suffix(".state.safetensors")
+
+
 def load_state(path) -> dict[str, torch.Tensor] | None:
-    spath = paths(path)[0].with_suffix(".state.safetensors")
+    spath = state_path(path)
     return load_file(str(spath)) if spath.exists() else None

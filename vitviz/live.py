@@ -219,7 +219,7 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
             probes, pos = render_snapshot(model, px, py, data.classes)
             acc = history[-1]["val_acc"] if history else float("nan")
             files = [str(p) for p in checkpoint.paths(out)] if ev.get("path") else []
-            checkpoint.paths(out)[0].with_suffix(".state.safetensors").unlink(missing_ok=True)  # not offered
+            checkpoint.state_path(out).unlink(missing_ok=True)  # not offered
             what = "Finished" if kind == "done" else "Stopped"
             status = (f"**{what}** after {ev['step']:,} steps ({_fmt_time(ev['train_seconds'])} of training): "
                       f"validation accuracy **{100 * acc:.1f}%**. Press *Explore this model* to look inside it, "
