@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from vitviz.ui import build_demo, launch  # noqa: E402
+from vitviz.app import build_demo, launch  # noqa: E402
 
 demo = build_demo()
 

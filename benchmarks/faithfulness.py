@@ -72,14 +72,14 @@ def main():
     pa.add_argument("--seed", type=int, default=0)
     a = pa.parse_args()
     model = vitviz.load_model(a.checkpoint)
-    test = load_dataset(model.dataset or "cifar10", a.data, val_size=0).test
+    test = load_dataset(model.card.dataset or "cifar10", a.data, val_size=0).test
     idx = torch.randperm(len(test), generator=torch.Generator().manual_seed(a.seed))[:a.images]
     totals: dict[str, dict[str, list]] = {}
     acc = []
     t0 = time.perf_counter()
     for i in range(0, len(idx), a.batch):
         b = idx[i:i + a.batch]
-        x = normalize(test.x[b], model.mean, model.std)
+        x = normalize(test.x[b], model.card.mean, model.card.std)
         with torch.no_grad():
             pred = model(x).argmax(1)
         acc.append((pred == test.y[b]).float())

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tutorial_baseline import TutorialViT, loader  # noqa: E402
 
+import vitviz  # noqa: E402
 from vitviz.data import load_dataset  # noqa: E402
 from vitviz.train import TrainConfig, describe_device, evaluate, pick_device, train  # noqa: E402
 
@@ -80,7 +81,7 @@ def time_ours_infer(data, n, device):
     from vitviz.model import ViT, make_config
 
     model = ViT(make_config("seed")).to(device).eval()
-    model.mean, model.std = data.mean, data.std
+    vitviz.describe(model, mean=tuple(data.mean), std=tuple(data.std))
     split = type(data.test)(data.test.x[:n], data.test.y[:n])
     evaluate(model, type(data.test)(split.x[:500], split.y[:500]), device)
     t = time.perf_counter()

@@ -46,8 +46,8 @@ def small_data(tmp_path_factory):
         return
 
     root = tmp_path_factory.mktemp("data")
-    make_zip(root / "cifar10-jpeg.zip", n_per_class=24)
-    make_zip(root / "mnist-png.zip", n_per_class=24, size=28, mode="L", classes=DATASETS["mnist"]["classes"])
+    make_zip(root / "cifar10-jpeg.zip", n_per_class=32)  # 288 training images: the default batch of 256 fits
+    make_zip(root / "mnist-png.zip", n_per_class=32, size=28, mode="L", classes=DATASETS["mnist"]["classes"])
     old = {k: os.environ.get(k) for k in ("VITVIZ_DATA", "VITVIZ_CACHE")}
     os.environ["VITVIZ_DATA"] = str(root)
     os.environ["VITVIZ_CACHE"] = str(root / "cache")

@@ -11,7 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from vitviz import gallery, live, ui
+from vitviz import gallery, live
+from vitviz.app import build_demo, compare, explore, launch, model_tab, models, train_tab
 
 EXAMPLE = gallery.items("cifar10")[3][0]
 
@@ -63,30 +64,36 @@ def bad_inputs(tmp_path):
 # ---------------------------------------------------------------- handlers, directly
 
 
+def view(image=EXAMPLE, **kw):
+    return explore.explore_view({"path": image} if isinstance(image, str) else image, **kw)[0]
+
+
 def test_explain_handler_gives_every_picture():
-    out = ui.explain({"path": EXAMPLE})
-    label, sees, roll, grad, strip, heads, large, p_heads, p_roll, summary, state = out
-    assert len(label) == 5 and abs(sum(label.values()) - 1) < 0.5
-    for pic in (sees, roll, grad, strip, heads, large):
+    v, _, state = explore.explore_view({"path": EXAMPLE})
+    assert len(v.top5) == 5 and abs(sum(v.top5.values()) - 1) < 0.5
+    for pic in (v.sees, v.rollout, v.grad_rollout, v.rollout_strip, v.heads, v.head_large):
         assert isinstance(pic, np.ndarray) and pic.ndim == 3 and pic.shape[2] == 3
-    assert p_heads is None and p_roll is None and "Prediction" in summary
-    out2 = ui.explain({"path": EXAMPLE}, patch=10, fusion="max", discard=0.5, state=state)
-    assert out2[7] is not None and out2[8] is not None
+    assert v.patch_heads is None and v.patch_rollout is None and "Prediction" in v.summary
+    v2 = view(patch=10, fusion="max", discard=0.5, state=state)
+    assert v2.patch_heads is not None and v2.patch_rollout is not None
+    # the Gradio handler returns the same pictures in views.ExploreView's field order, then the state
+    out = explore.explain({"path": EXAMPLE}, patch=10, fusion="max", discard=0.5, state=state)
+    assert len(out) == len(v2.outputs()) + 1 and out[-1] is state
+    assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b for a, b in zip(out, v2.outputs()))
 
 
 def test_predict_handler_matches_explain():
-    assert ui.predict(EXAMPLE) == pytest.approx(ui.explain(EXAMPLE)[0], abs=1e-4)
+    assert explore.predict(EXAMPLE) == pytest.approx(view().top5, abs=1e-4)
 
 
 @pytest.mark.parametrize("index", range(13))
 def test_bad_and_strange_images(tmp_path, index):
     name, path, ok = bad_inputs(tmp_path)[index]
     if ok:
-        out = ui.explain({"path": path})
-        assert len(out[0]) == 5, name
+        assert len(view(path).top5) == 5, name
     else:
         with pytest.raises(gr.Error) as e:
-            ui.explain({"path": path})
+            view(path)
         assert "Traceback" not in str(e.value) and len(str(e.value)) > 20, name
 
 
@@ -94,44 +101,44 @@ def test_bad_options_and_models():
     for kwargs in (dict(fusion="median"), dict(discard=2.0), dict(target="giraffe"), dict(model_key="nope"),
                    dict(model_key="session"), dict(model_key="upload")):
         with pytest.raises(gr.Error):
-            ui.explain({"path": EXAMPLE}, **kwargs)
+            view(**kwargs)
     with pytest.raises(gr.Error):
-        ui.explain(None)
+        view(None)
 
 
 def test_mnist_model_and_its_classes():
-    out = ui.explain({"path": gallery.items("mnist")[0][0]}, model_key="mnist", target="3")
-    assert set(out[0]) <= set("0123456789")
-    updates = ui.model_controls("mnist", None)
+    v = view(gallery.items("mnist")[0][0], model_key="mnist", target="3")
+    assert set(v.top5) <= set("0123456789")
+    updates = explore.controls_for("mnist", None)
     assert updates[0] == "mnist" and updates[1]["choices"][1:] == list("0123456789")
     # a model that cannot be had falls back to the shipped CIFAR-10 model
-    assert ui.model_controls("session", None)[0] == "cifar10"
+    assert explore.controls_for("session", None)[0] == "cifar10"
 
 
 def test_upload_checkpoint(tmp_path, tiny_model):
     from vitviz import checkpoint
 
     checkpoint.save(tmp_path / "mine", tiny_model)
-    state = ui.new_state()
-    msg, state, key = ui.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "mine.json")], state)
+    state = models.Visitor()
+    msg, state, key = models.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "mine.json")],
+                                               state)
     assert key == "upload" and "Loaded" in msg
-    out = ui.explain({"path": EXAMPLE}, model_key="upload", layer=2, head=4, state=state)
-    assert len(out[0]) == 5
+    assert len(view(model_key="upload", layer=2, head=4, state=state).top5) == 5
     (tmp_path / "evil.json").write_text('{"format": "vitviz-checkpoint", "model": {"depth": "__import__"}}')
     with pytest.raises(gr.Error, match="could not be loaded"):
-        ui.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")], ui.new_state())
+        models.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")], models.Visitor())
     with pytest.raises(gr.Error, match="two files"):
-        ui.upload_checkpoint([str(tmp_path / "mine.safetensors")], ui.new_state())
+        models.upload_checkpoint([str(tmp_path / "mine.safetensors")], models.Visitor())
 
 
 def test_model_view_and_clicks():
-    tiles, large, dist, comps, card, note = ui.model_view("cifar10", -1, None)
+    tiles, large, dist, comps, card, note = model_tab.model_view("cifar10", -1, None)
     assert tiles.ndim == 3 and dist.ndim == 3 and "parameters" in card
 
     class Evt:
         index = [100, 40]
 
-    assert ui.click_patch("cifar10", None, Evt()) == 1 * 8 + 3
+    assert explore.click_patch("cifar10", None, Evt()) == 1 * 8 + 3
 
 
 class FakeRequest:
@@ -142,36 +149,35 @@ class FakeRequest:
 def test_train_handler_streams_and_stops_quickly():
     t0 = None
     outs = []
-    gen = ui.train_run(width=32, heads=2, depth=1, epochs=50, time_budget=0, batch_size=16, request=FakeRequest("a"))
+    gen = train_tab.train_run(width=32, heads=2, depth=1, epochs=50, time_budget=0, batch_size=16, request=FakeRequest("a"))
     for o in gen:
         outs.append(o)
         if len(outs) == 3:
-            ui.stop_run(FakeRequest("a"))
+            train_tab.stop_run(FakeRequest("a"))
             t0 = time.perf_counter()
     assert time.perf_counter() - t0 < 2.0
     status, state = outs[-1][0], outs[-1][6]
     assert "Stopped" in status
-    assert state["models"]["session"] is not None
+    assert state.models["session"] is not None
     assert len(outs[-1][5]) == 2  # safetensors + json to download
-    assert ui.stop_run(FakeRequest("a")) == "No run of yours is going."
-    model_dd, tabs = ui.explore_trained(state)
+    assert train_tab.stop_run(FakeRequest("a")) == "No run of yours is going."
+    model_dd, tabs = train_tab.explore_trained(state)
     assert model_dd["value"] == "session"
-    out = ui.explain({"path": EXAMPLE}, model_key="session", state=state)
-    assert len(out[0]) == 5
+    assert len(view(model_key="session", state=state).top5) == 5
 
 
 def test_epoch_snapshots_can_be_compared():
-    state = ui.new_state()
-    for out in ui.train_run(width=32, heads=2, depth=1, epochs=3, time_budget=0, batch_size=64, state=state,
+    state = models.Visitor()
+    for out in train_tab.train_run(width=32, heads=2, depth=1, epochs=3, time_budget=0, batch_size=64, state=state,
                             request=FakeRequest("snap")):
         pass
     state, menu = out[6], out[7]
-    assert sorted(k for k in state["models"] if k.startswith("session@")) == ["session@1", "session@2", "session@3"]
+    assert sorted(k for k in state.models if k.startswith("session@")) == ["session@1", "session@2", "session@3"]
     assert ("Trained in this session, after epoch 1", "session@1") in menu["choices"]
     assert out[8]["value"] == "session"  # the right-hand Compare menu switches to the new model
-    first, last = state["models"]["session@1"], state["models"]["session@3"]
+    first, last = state.models["session@1"], state.models["session@3"]
     assert not torch.equal(first.head.weight, last.head.weight)
-    left, *_, right_label = ui.compare({"path": EXAMPLE}, "session@1", "session", state=state)[:5]
+    left, *_, right_label = compare.compare({"path": EXAMPLE}, "session@1", "session", state=state)[:5]
     assert len(left) == 5 and len(right_label) == 5
 
 
@@ -183,16 +189,17 @@ def test_snapshots_are_thinned_to_six():
 
 
 def test_train_handler_rejects_bad_settings():
-    for kw in (dict(patch=5), dict(width=100, heads=3), dict(lr=-1), dict(dataset="imagenet"), dict(subset=3)):
+    for kw in (dict(patch=5), dict(width=100, heads=3), dict(lr=-1), dict(dataset="imagenet"), dict(subset=3),
+               dict(batch_size=2048)):
         with pytest.raises(gr.Error):
-            next(ui.train_run(request=FakeRequest("b"), **kw))
+            next(train_tab.train_run(request=FakeRequest("b"), **kw))
 
 
 def test_training_without_data_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("VITVIZ_DATA", str(tmp_path / "missing"))
     monkeypatch.setattr(live, "_datasets", {})
     with pytest.raises(gr.Error, match="not available"):
-        next(ui.train_run(request=FakeRequest("c")))
+        next(train_tab.train_run(request=FakeRequest("c")))
 
 
 def test_ten_start_stop_cycles_leave_nothing_behind():
@@ -202,15 +209,15 @@ def test_ten_start_stop_cycles_leave_nothing_behind():
         gc.collect()
         return sum(isinstance(o, ViT) for o in gc.get_objects())
 
-    state = ui.new_state()
-    ui.explain({"path": EXAMPLE})  # shipped models loaded once
+    state = models.Visitor()
+    view()  # shipped models loaded once
     threads0, models0 = threading.active_count(), count_models()
     for i in range(10):
-        gen = ui.train_run(width=32, heads=2, depth=1, epochs=50, batch_size=16, state=state,
+        gen = train_tab.train_run(width=32, heads=2, depth=1, epochs=50, batch_size=16, state=state,
                            request=FakeRequest(f"cycle{i}"))
         for k, o in enumerate(gen):
             if k == 1:
-                ui.stop_run(FakeRequest(f"cycle{i}"))
+                train_tab.stop_run(FakeRequest(f"cycle{i}"))
         state = o[6]
     assert threading.active_count() <= threads0
     assert len(live.STOPS) == 0
@@ -224,8 +231,8 @@ def test_ten_start_stop_cycles_leave_nothing_behind():
 def client():
     from gradio_client import Client
 
-    demo = ui.build_demo()
-    _, url, _ = ui.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+    demo = build_demo()
+    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
                           quiet=True)
     yield Client(url, verbose=False)
     demo.close()
@@ -289,3 +296,17 @@ def test_api_second_training_waits_in_line(client):
     second.result()
     assert seen_queue
     assert "Finished" in second.outputs()[-1][0]
+
+
+def test_api_export_returns_the_zip_and_the_attention(client):
+    import zipfile
+
+    from gradio_client import handle_file
+
+    zpath, npath = client.predict(handle_file(EXAMPLE), patch=5, api_name="/export")
+    with zipfile.ZipFile(zpath) as z:
+        names = set(z.namelist())
+        assert "patch_rollout.png" in names and len(names) == 8
+        assert Image.open(z.open("input_with_patch_grid.png")).size == (256, 256)
+    attn = np.load(npath)
+    assert attn.shape == (6, 6, 65, 65) and np.allclose(attn.sum(-1), 1.0, atol=1e-4)

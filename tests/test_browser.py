@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from test_app import free_port
-from vitviz import ui
+from vitviz.app import build_demo, launch
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("VITVIZ_SCREENSHOTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
@@ -22,8 +22,8 @@ def page():
         pytest.fail("Chromium is not installed (apt-get install chromium); the browser test needs it")
     from playwright.sync_api import sync_playwright
 
-    demo = ui.build_demo()
-    _, url, _ = ui.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+    demo = build_demo()
+    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
                           quiet=True)
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
@@ -91,3 +91,12 @@ def test_train_start_watch_stop(page):
                            timeout=20_000)
     wait_change(page, "sees", before)  # the Explore tab now shows the freshly trained model
     assert page.get_by_role("tab", name="Explore").get_attribute("aria-selected") == "true"
+
+
+def test_compare_tab(page):
+    page.get_by_role("tab", name="Compare").click()
+    before = image_src(page, "compare-rollout-a")
+    page.locator("#compare-btn").click()
+    wait_change(page, "compare-rollout-a", before)
+    wait_change(page, "compare-rollout-b", None)
+    page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)

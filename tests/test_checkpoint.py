@@ -8,12 +8,13 @@ from vitviz import checkpoint
 
 
 def test_roundtrip(tmp_path, tiny_model):
-    tiny_model.mean, tiny_model.std = (0.1, 0.2, 0.3), (0.4, 0.5, 0.6)
+    vitviz.describe(tiny_model, mean=(0.1, 0.2, 0.3), std=(0.4, 0.5, 0.6), dataset="cifar10")
     checkpoint.save(tmp_path / "m", tiny_model, train_config={"lr": 1}, metrics={"val_acc": 0.5})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.safetensors"]
     m = vitviz.load_model(tmp_path / "m.safetensors")
-    assert not m.training and m.config == tiny_model.config and m.classes == tiny_model.classes
-    assert m.mean == (0.1, 0.2, 0.3) and m.meta["metrics"]["val_acc"] == 0.5
+    assert not m.training and m.card.config == tiny_model.config and m.card.classes == tiny_model.card.classes
+    assert m.card.mean == (0.1, 0.2, 0.3) and m.card.metrics["val_acc"] == 0.5
+    assert m.card.dataset == "cifar10" and m.card.train == {"lr": 1}
     x = torch.randn(2, 3, 32, 32)
     torch.testing.assert_close(m(x), tiny_model(x))
 

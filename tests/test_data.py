@@ -71,10 +71,13 @@ def test_shared_data_layout(shared_data):
     assert len(names) > 900
 
 
-class Model:
-    class config:
-        image_size, in_chans = 32, 3
-    mean, std, dataset = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), "cifar10"
+def _model():
+    from vitviz import ViT, describe, make_config
+
+    return describe(ViT(make_config("tiny", embed_dim=32, depth=1)), dataset="cifar10")
+
+
+Model = _model()
 
 
 @pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "P", "CMYK", "I;16", "I", "F", "1", "YCbCr"])

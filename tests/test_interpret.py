@@ -126,14 +126,14 @@ def test_patch_embed_components(tiny_model):
     assert (var[:-1] >= var[1:]).all() and var.sum() <= 1 + 1e-6
 
 
-def test_explain_agrees_with_parts(tiny_model):
-    x = torch.randn(1, 3, 32, 32)
-    e = I.explain(tiny_model, x, "max", 0.5)
+def test_one_pass_agrees_with_parts(tiny_model):
+    x = torch.randn(2, 3, 32, 32)
+    e = I.attention_and_relevance(tiny_model, x, target=3)
     attn = I.attention_maps(tiny_model, x)
     torch.testing.assert_close(e["attn"], attn)
-    torch.testing.assert_close(e["rollout"], I.attention_rollout(attn, "max", 0.5, all_layers=True))
-    torch.testing.assert_close(e["grad_rollout"], I.gradient_rollout(tiny_model, x))
-    torch.testing.assert_close(e["distance"], I.mean_attention_distance(attn, 4))
+    torch.testing.assert_close(e["logits"], tiny_model(x))
+    torch.testing.assert_close(e["grad_rollout"], I.gradient_rollout(tiny_model, x, target=3))
+    assert e["target"].tolist() == [3, 3]
 
 
 def test_bad_arguments(tiny_model):

@@ -34,7 +34,7 @@ def offline(monkeypatch, tmp_path):
 def test_shipped_model_loads_offline_and_meets_its_bar(name, offline):
     model = vitviz.load_model(None if name == "cifar10" else name)
     assert not model.training
-    assert len(model.classes) == model.config.num_classes == 10
+    assert len(model.card.classes) == model.config.num_classes == 10
 
     meta = json.loads(SHIPPED[name].with_suffix(".json").read_text())
     recorded_test, gallery_bar = BARS[name]
@@ -46,7 +46,7 @@ def test_shipped_model_loads_offline_and_meets_its_bar(name, offline):
     items = gallery.items(name)
     assert len(items) == 100
     x = torch.cat([vitviz.preprocess(Image.open(path), model) for path, _ in items])
-    truth = torch.tensor([model.classes.index(Path(path).stem.rsplit("_", 1)[0]) for path, _ in items])
+    truth = torch.tensor([model.card.classes.index(Path(path).stem.rsplit("_", 1)[0]) for path, _ in items])
     with torch.no_grad():
         acc = (model(x).argmax(1) == truth).float().mean().item()
     assert acc >= gallery_bar, f"{name}: {acc:.0%} on the gallery's test images"

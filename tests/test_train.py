@@ -58,8 +58,17 @@ def test_stop_keeps_what_it_learned(tmp_path):
     torch.testing.assert_close(m.head.weight, seen[-1]["model"].head.weight.cpu())
 
 
-def test_nan_loss_stops_with_a_clear_message():
-    evs = events(TrainConfig(epochs=2, lr=1e9, warmup=0, **TINY))
+def test_nan_loss_stops_with_a_clear_message(monkeypatch):
+    import vitviz.train as T
+
+    step = T.train_step
+
+    def diverging(*args):  # as a far too high learning rate would (TrainConfig refuses one above 1)
+        loss, logits = step(*args)
+        return loss * float("nan"), logits
+
+    monkeypatch.setattr(T, "train_step", diverging)
+    evs = events(TrainConfig(epochs=2, lr=1.0, warmup=0, **TINY))
     assert evs[-1]["event"] == "error"
     assert "diverged" in evs[-1]["message"] and "learning rate" in evs[-1]["message"]
 
@@ -137,8 +146,8 @@ def test_keep_epochs_and_average(tmp_path, capsys, monkeypatch):
     m = checkpoint.load(avg)
     for k, v in m.state_dict().items():
         torch.testing.assert_close(v, (a.state_dict()[k] + b.state_dict()[k]) / 2)
-    assert [s["epoch"] for s in m.meta["metrics"]["averaged_from"]] == [3, 4]
-    assert "val_acc" not in m.meta["metrics"]  # a source's figure would not describe the mean
+    assert [s["epoch"] for s in m.card.metrics["averaged_from"]] == [3, 4]
+    assert "val_acc" not in m.card.metrics  # a source's figure would not describe the mean
 
     other = tmp_path / "other" / "model"
     events(TrainConfig(epochs=1, **{**TINY, "depth": 3}), out=other)

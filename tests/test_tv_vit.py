@@ -18,9 +18,9 @@ def x(vit):
 
 
 def test_metadata(vit):
-    cfg = vit.config
+    cfg = vit.card.config
     assert (cfg.image_size, cfg.patch_size, cfg.depth, cfg.num_heads, cfg.grid_size) == (224, 16, 12, 12, 14)
-    assert len(vit.classes) == 1000 and not vit.training
+    assert len(vit.card.classes) == 1000 and not vit.training and vit.card.kind == "torchvision"
 
 
 def test_extracted_attention_matches_q_and_k(vit, x):

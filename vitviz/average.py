@@ -29,13 +29,13 @@ def average(paths: list) -> tuple[torch.nn.Module, list[dict]]:
     models = [checkpoint.load(p) for p in paths]
     first = models[0]
     for p, m in zip(paths, models):
-        if m.config != first.config or list(m.classes) != list(first.classes):
+        if m.card.config != first.card.config or m.card.classes != first.card.classes:
             raise checkpoint.CheckpointError(f"{p} holds a different model than {paths[0]}")
     states = [m.state_dict() for m in models]
     mean = {k: torch.stack([s[k].float() for s in states]).mean(0) for k in states[0]}
     out = models[-1]
     out.load_state_dict(mean)
-    sources = [{"checkpoint": str(checkpoint.paths(p)[0].name), **{k: m.meta.get("metrics", {}).get(k)
+    sources = [{"checkpoint": str(checkpoint.paths(p)[0].name), **{k: m.card.metrics.get(k)
                 for k in ("epoch", "val_acc")}} for p, m in zip(paths, models)]
     return out, sources
 
@@ -45,7 +45,7 @@ def _validation_split(model, data_arg):
     if not (data_arg or os.environ.get("VITVIZ_DATA")):
         return None
     try:
-        data = load_dataset(model.dataset, data_arg, val_size=model.meta.get("train", {}).get("val_size", 5000))
+        data = load_dataset(model.card.dataset, data_arg, val_size=model.card.train.get("val_size", 5000))
     except (DataUnavailable, ValueError) as e:
         print(f"note: no validation figures ({e})", file=sys.stderr)
         return None
@@ -67,8 +67,8 @@ def main(argv=None) -> int:
     except checkpoint.CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    meta = model.meta
-    metrics = dict(meta.get("metrics", {}))
+    card = model.card
+    metrics = dict(card.metrics)
     for key in ("val_acc", "val_loss", "test_acc"):  # the sources' figures do not describe the mean
         metrics.pop(key, None)
     val = _validation_split(model, a.data)
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
         print(f"averaged {len(sources)} checkpoints: validation accuracy {metrics['val_acc']:.4f}"
               + (f" (the sources: {min(known):.4f} to {max(known):.4f})" if known else ""))
     metrics["averaged_from"] = sources
-    path = checkpoint.save(a.out, model, train_config=meta.get("train"), metrics=metrics, history=meta.get("history"))
+    path = checkpoint.save(a.out, model, train_config=card.train, metrics=metrics, history=card.history)
     print(f"saved {path}")
     return 0
 

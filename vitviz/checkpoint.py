@@ -10,13 +10,16 @@ moment leaves the previous checkpoint whole.
 from __future__ import annotations
 
 import json
+import shutil
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from .card import card_from_meta, card_of, describe
 from .model import ViT, ViTConfig
 
 FORMAT = "vitviz-checkpoint"
@@ -53,17 +56,9 @@ def write_json(path: Path, obj: dict):
     _atomic_write(path, lambda t: t.write_text(json.dumps(obj, indent=2) + "\n"))
 
 
-def model_meta(model: ViT, **extra) -> dict:
-    meta = {
-        "format": FORMAT,
-        "version": VERSION,
-        "model": model.config.to_dict(),
-        "classes": list(model.classes),
-        "normalization": {"mean": list(model.mean), "std": list(model.std)},
-        "dataset": getattr(model, "dataset", None),
-    }
-    meta.update(extra)
-    return meta
+def model_meta(model: ViT, **changes) -> dict:
+    """The checkpoint JSON of a model: its card (with `changes`, e.g. train, metrics, history)."""
+    return {"format": FORMAT, "version": VERSION, **replace(card_of(model), **changes).meta()}
 
 
 def save(path, model: ViT, train_config: dict | None = None, metrics: dict | None = None,
@@ -78,7 +73,7 @@ def save(path, model: ViT, train_config: dict | None = None, metrics: dict | Non
     if state is not None:
         state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
         _atomic_write(state_path(path), lambda t: save_file(state, str(t)))
-    meta = model_meta(model, train=train_config or {}, metrics=metrics or {}, history=history or [])
+    meta = model_meta(model, train=train_config or {}, metrics=metrics or {}, history=tuple(history or ()))
     write_json(jpath, meta)
     return wpath
 
@@ -122,13 +117,9 @@ def validate_meta(meta) -> dict:
     return meta
 
 
-def build(meta: dict, tensors: dict[str, torch.Tensor] | None = None, device="cpu") -> ViT:
-    """A model from validated metadata and (optionally) its weights, in eval mode."""
-    model = ViT(ViTConfig.from_dict(meta["model"]), classes=meta["classes"])
-    model.mean = tuple(float(v) for v in meta["normalization"]["mean"])
-    model.std = tuple(float(v) for v in meta["normalization"]["std"])
-    model.dataset = meta.get("dataset")
-    model.meta = meta
+def build(meta: dict, tensors: dict[str, torch.Tensor] | None = None, device="cpu", kind: str = "shipped") -> ViT:
+    """A model from validated metadata and (optionally) its weights, in eval mode, with its card."""
+    model = describe(ViT(ViTConfig.from_dict(meta["model"])), card_from_meta(meta, kind))
     if tensors is not None:
         expected = model.state_dict()
         missing = sorted(set(expected) - set(tensors))
@@ -161,11 +152,11 @@ def load_tensors(wpath: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{wpath.name} is not a valid safetensors file ({str(e)[:120]})") from None
 
 
-def load(path, device="cpu") -> ViT:
+def load(path, device="cpu", kind: str = "shipped") -> ViT:
     """Load a checkpoint (its stem, .safetensors or .json path) into an eval-mode ViT."""
     wpath, _ = paths(path)
     meta = read_meta(path)
-    return build(meta, load_tensors(wpath), device)
+    return build(meta, load_tensors(wpath), device, kind)
 
 
 def load_pair(weights_file, json_file, device="cpu") -> ViT:
@@ -177,7 +168,7 @@ def load_pair(weights_file, json_file, device="cpu") -> ViT:
         meta = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise CheckpointError("the JSON file is not valid JSON") from None
-    return build(validate_meta(meta), load_tensors(Path(weights_file)), device)
+    return build(validate_meta(meta), load_tensors(Path(weights_file)), device, kind="uploaded")
 
 
 def state_path(path) -> Path:
@@ -188,3 +179,17 @@ def state_path(path) -> Path:
 def load_state(path) -> dict[str, torch.Tensor] | None:
     spath = state_path(path)
     return load_file(str(spath)) if spath.exists() else None
+
+
+def keep_epoch_copy(out, epoch: int, keep: int):
+    """Copy the checkpoint just written to OUT-epochNNN and delete the copies more than `keep` epochs old."""
+    wpath, jpath = paths(out)
+    stem = wpath.with_suffix("")
+    dst = stem.with_name(f"{stem.name}-epoch{epoch:03d}")
+    shutil.copyfile(wpath, dst.with_suffix(".safetensors"))
+    shutil.copyfile(jpath, dst.with_suffix(".json"))  # the JSON last: a pair whose JSON is there is complete
+    for old in stem.parent.glob(f"{stem.name}-epoch*.json"):
+        n = old.stem.rsplit("-epoch", 1)[1]
+        if n.isdigit() and int(n) <= epoch - keep:
+            for f in paths(old):
+                f.unlink(missing_ok=True)

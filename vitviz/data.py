@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageOps
 
+from .card import card_of
+
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 # What each data set is: its classes, geometry, normalisation and augmentation.
@@ -340,6 +342,6 @@ def pixels_to_tensor(pixels: np.ndarray, mean, std) -> torch.Tensor:
 
 def preprocess(image: Image.Image, model) -> torch.Tensor:
     """A PIL image (any mode, any size) -> the (1, C, H, W) float tensor `model` expects."""
-    cfg = model.config
-    pixels = to_pixels(image, cfg.image_size, cfg.in_chans, invert_light=getattr(model, "dataset", "") == "mnist")
-    return pixels_to_tensor(pixels, model.mean, model.std)
+    card = card_of(model)
+    pixels = to_pixels(image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark)
+    return pixels_to_tensor(pixels, card.mean, card.std)

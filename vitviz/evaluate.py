@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     device = pick_device(a.device)
     try:
         model = load_model(a.checkpoint, device=str(device))
-        name = model.dataset or ("mnist" if model.config.in_chans == 1 else "cifar10")
+        name = model.card.dataset or ("mnist" if model.card.config.in_chans == 1 else "cifar10")
         data = load_dataset(name, a.data)
     except (checkpoint.CheckpointError, DataUnavailable, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     if a.curves:
         from .render import curves_figure
 
-        fig = curves_figure(model.meta.get("history", []))
+        fig = curves_figure(list(model.card.history))
         fig.suptitle(f"{name}: test accuracy {100 * acc:.2f}%", fontsize=10)
         fig.tight_layout()
         fig.savefig(a.curves)

@@ -10,7 +10,7 @@ SHIPPED = {"cifar10": CHECKPOINTS / "cifar10" / "model", "mnist": CHECKPOINTS / 
 
 
 def load_model(path: str | Path | None = None, device: str = "cpu", pretrained: bool = True):
-    """Load a model in eval mode, with `.config` (a ViTConfig) and `.classes` (class names).
+    """Load a model in eval mode, with its card (vitviz.card: config, classes, normalisation, record).
 
     path None or "cifar10": the shipped CIFAR-10 model; "mnist": the shipped MNIST model;
     "vit_b_16": torchvision's ImageNet ViT-B/16 (`pretrained=False` builds it randomly

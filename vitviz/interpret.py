@@ -193,11 +193,6 @@ def patch_embed_components(model, k: int = 16) -> tuple[torch.Tensor, torch.Tens
     return (comps - lo) / (hi - lo).clamp_min(1e-12), (var[:k] / var.sum().clamp_min(1e-12))
 
 
-def cls_attention(attn: torch.Tensor) -> torch.Tensor:
-    """(B, L, H, N, N) -> (B, L, H, P): what the CLS token attends to in each layer and head."""
-    return attn[..., 0, 1:]
-
-
 def patch_attention(attn: torch.Tensor, patch: int) -> torch.Tensor:
     """(B, L, H, N, N) -> (B, L, H, P): attention from patch `patch` (0-based, row-major) to every patch."""
     P = attn.shape[-1] - 1
@@ -206,20 +201,16 @@ def patch_attention(attn: torch.Tensor, patch: int) -> torch.Tensor:
     return attn[..., 1 + patch, 1:]
 
 
-def explain(model, x: torch.Tensor, head_fusion: str = "mean", discard_ratio: float = 0.0, target=None) -> dict:
-    """Everything the Explore view draws for a batch, in one call:
-    logits, attention (B, L, H, N, N), rollout per layer (B, L, N, N), gradient rollout (B, P),
-    mean attention distance (L, H)."""
+def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
+    """One forward and one backward pass for what the Explore view draws: logits (B, C), the explained
+    class (B,), attention (B, L, H, N, N) and gradient rollout (B, P). Rollout and distances are cheap
+    functions of the attention; the caller computes the ones it shows."""
     logits, attns = forward_with_attention(model, x, grad=True)
-    attn = torch.stack([a.detach() for a in attns], 1).float()
     t = _targets(logits, target)
     grads = _grad(logits.gather(1, t[:, None]).sum(), attns)
-    patch = getattr(getattr(model, "config", None), "patch_size", None) or _adapter(model).patch_size
     return {
         "logits": logits.detach().float(),
         "target": t,
-        "attn": attn,
-        "rollout": attention_rollout(attn, head_fusion, discard_ratio, all_layers=True),
+        "attn": torch.stack([a.detach() for a in attns], 1).float(),
         "grad_rollout": _relevance(attns, grads),
-        "distance": mean_attention_distance(attn, patch),
     }

@@ -24,7 +24,8 @@ from . import checkpoint
 from . import interpret as I
 from . import render as R
 from .data import Dataset, load_dataset, normalize
-from .train import TrainConfig, train
+from .card import card_of
+from .train import ConfigError, TrainConfig, train
 
 _datasets: dict[str, Dataset] = {}
 _data_lock = threading.Lock()
@@ -44,6 +45,15 @@ def data_available(name: str) -> bool:
         return True
     except Exception:
         return False
+
+
+def check_fits(cfg: TrainConfig):
+    """ConfigError with a sentence when the run's batch is larger than its training images."""
+    n = len(get_data(cfg.dataset).train)
+    n = min(n, cfg.subset) if cfg.subset else n
+    if cfg.batch_size > n:
+        raise ConfigError(f"The batch size ({cfg.batch_size}) is larger than the {n:,} training images here; "
+                          f"use a batch of at most {n}.")
 
 
 def data_note() -> str:
@@ -68,6 +78,16 @@ def quick_defaults(device: torch.device) -> dict:
     return {**common, "preset": "quick", "time_budget": 180, "batch_size": 256, "lr": 6e-3}
 
 
+def run_config(device: torch.device, **settings) -> TrainConfig:
+    """The config of a Train-tab run: the visitor's settings (validated: ConfigError with a sentence) over the
+    quick defaults, with how often to report chosen for the hardware (a CPU reports more often: its steps are slow)."""
+    quick = quick_defaults(device)
+    cpu = device.type == "cpu"
+    policy = dict(warmup=quick["warmup"], label_smoothing=quick["label_smoothing"], eval_images=1000,
+                  snapshot_every=50 if cpu else 200, log_every=5 if cpu else 20)
+    return TrainConfig.parse(**{**policy, **settings})
+
+
 @dataclass
 class Update:
     """What the page shows at one moment of a run."""
@@ -80,7 +100,6 @@ class Update:
     model: object = None  # the trained model (CPU copy), once the run ends
     snapshots: dict = field(default_factory=dict)  # {epoch: model} kept along the way, once the run ends
     files: list[str] = field(default_factory=list)
-    error: str | None = None
 
 
 class Stops:
@@ -136,11 +155,12 @@ def render_snapshot(model, probes_x: torch.Tensor, probes_y: torch.Tensor, class
     device = next(model.parameters()).device
     was = model.training
     model.eval()
-    x = normalize(probes_x.to(device), model.mean, model.std)
+    card = card_of(model)
+    x = normalize(probes_x.to(device), card.mean, card.std)
     logits, attn = model(x, return_attention=True)
     model.train(was)
     roll = I.attention_rollout(attn.float().cpu())[:, 0, 1:]  # (B, P)
-    g = model.config.grid_size
+    g = card.config.grid_size
     pred = logits.argmax(-1).cpu()
     tiles, labels, colors = [], [], []
     for i in range(len(x)):
@@ -168,8 +188,7 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
     try:
         data = get_data(cfg.dataset)
     except Exception as e:
-        yield Update(status=f"**The {cfg.dataset} data set is not available:** {e}", progress=0.0, done=True,
-                     error=str(e))
+        yield Update(status=f"**The {cfg.dataset} data set is not available:** {e}", progress=0.0, done=True)
         return
     px, py = probe_set(data)
     steps: list[tuple[float, float]] = []
@@ -214,7 +233,7 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
             model = ev["model"]
             if kind == "error":
                 yield Update(status=f"**The run stopped:** {ev['message']}", progress=1.0, done=True,
-                             error=ev["message"], curves=_curves(history, steps))
+                             curves=_curves(history, steps))
                 return
             probes, pos = render_snapshot(model, px, py, data.classes)
             acc = history[-1]["val_acc"] if history else float("nan")

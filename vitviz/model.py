@@ -165,15 +165,12 @@ class PatchEmbed(nn.Module):
 
 
 class ViT(nn.Module):
-    def __init__(self, config: ViTConfig, classes: list[str] | None = None):
+    """The network only. What it was trained on (classes, normalisation, record) is its card:
+    vitviz.card.describe attaches one, vitviz.card.card_of reads it."""
+
+    def __init__(self, config: ViTConfig):
         super().__init__()
         self.config = config
-        self.classes = list(classes) if classes is not None else [str(i) for i in range(config.num_classes)]
-        if len(self.classes) != config.num_classes:
-            raise ValueError(f"{len(self.classes)} class names for num_classes={config.num_classes}")
-        # Normalisation the input was trained with (set by whoever builds the data).
-        self.mean: tuple[float, ...] = (0.5,) * config.in_chans
-        self.std: tuple[float, ...] = (0.5,) * config.in_chans
         D = config.embed_dim
         self.patch_embed = PatchEmbed(config)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
@@ -200,7 +197,7 @@ class ViT(nn.Module):
         nn.init.zeros_(self.head.weight)
 
     def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
-        """Run the model; returns {'logits': (B, C), 'attn': [L x (B, H, N, N)], 'tokens': (B, N, D)}.
+        """Run the model; returns {'logits': (B, C), 'attn': [L x (B, H, N, N)] or None}.
 
         The attention tensors are part of the autograd graph, so gradients of the
         logits with respect to them can be taken (gradient rollout needs this).
@@ -214,7 +211,7 @@ class ViT(nn.Module):
             x, a = blk(x, return_attention)
             attns.append(a)
         x = self.norm(x)
-        return {"logits": self.head(x[:, 0]), "attn": attns if return_attention else None, "tokens": x}
+        return {"logits": self.head(x[:, 0]), "attn": attns if return_attention else None}
 
     def forward(self, x: torch.Tensor, return_attention: bool = False):
         out = self.forward_intermediates(x, return_attention)

@@ -185,6 +185,15 @@ def pos_similarity_tiles(sim, tile_size: int = 40, pad: int = 2, cmap: str = "vi
     return np.asarray(canvas)
 
 
+def pos_tile_at(x: float, y: float, grid: int, tile_size: int = 40, pad: int = 2) -> int:
+    """The position whose tile in `pos_similarity_tiles(..., tile_size, pad)` holds pixel (x, y); a click in a
+    gap or on the border goes to the nearest tile."""
+    step = tile_size + pad
+    c = min(grid - 1, max(0, int((x - pad) // step)))
+    r = min(grid - 1, max(0, int((y - pad) // step)))
+    return r * grid + c
+
+
 def similarity_map(sim, position: int, size: int = 256, cmap: str = "viridis") -> np.ndarray:
     """One position's similarity to all others, large, with that position outlined."""
     s = _np(sim)

@@ -21,93 +21,42 @@ test accuracy in 3 minutes on 2 CPU cores, and 68.7% with a 600 s budget:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import shutil
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from . import checkpoint
-from .data import DATASETS, Dataset, Split, augment, load_dataset, mix_batch, normalize, random_erase
-from .model import PRESETS, ViT, make_config
+from .card import ModelCard, card_of, describe
+from .batches import Batches
+from .data import DATASETS, Dataset, Split, load_dataset, normalize
+from .device import Precision, describe_device, pick_device
+from .model import PRESETS, ViT
+from .train_config import ConfigError, TrainConfig
 
-
-@dataclass
-class TrainConfig:
-    dataset: str = "cifar10"  # cifar10 or mnist
-    preset: str = "tiny"  # a name from vitviz.model.PRESETS
-    embed_dim: int | None = None  # overrides of the preset's sizes
-    depth: int | None = None
-    num_heads: int | None = None
-    patch_size: int | None = None
-    mlp_ratio: float | None = None
-    dropout: float | None = None
-    epochs: float = 10  # passes over the training set (may be fractional)
-    time_budget: float = 0.0  # seconds of training; 0 means none. The schedule follows whichever ends first
-    batch_size: int = 128
-    lr: float = 2e-3  # peak learning rate
-    weight_decay: float = 0.05
-    warmup: float = 1.0  # warmup length in epochs (at most a fifth of the run)
-    label_smoothing: float = 0.1
-    augment: bool = True  # random crop with padding, and flips where the data set allows them
-    mix: float = 0.0  # probability that a batch is mixed by CutMix or Mixup (0: never)
-    erase: float = 0.0  # probability of random erasing per image (0: never)
-    subset: int = 0  # train on this many images (0: the whole training split)
-    val_size: int = 5000  # held out of the training set for validation
-    seed: int = 0
-    device: str = "auto"  # auto, cpu or cuda
-    amp: bool = True  # bf16 autocast where the hardware has it
-    log_every: int = 10  # steps between step events
-    snapshot_every: int = 0  # steps between snapshot events (0: at epoch ends only)
-    eval_images: int = 0  # validate on this many held-out images (0: all of them)
-    keep_epochs: int = 0  # also keep the last N epochs' weights as OUT-epochNNN (for vitviz.average)
-
-    def model_overrides(self) -> dict:
-        keys = ("embed_dim", "depth", "num_heads", "patch_size", "mlp_ratio", "dropout")
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
-
-
-def pick_device(name: str = "auto") -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def cpu_has_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return " avx512_bf16" in flags or " amx_bf16" in flags
-
-
-def autocast(device: torch.device, enabled: bool = True):
-    """bf16 autocast on CUDA with bf16 and on CPUs with native bf16; otherwise fp32."""
-    if enabled and device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.autocast("cuda", torch.bfloat16)
-    if enabled and device.type == "cpu" and cpu_has_bf16():
-        return torch.autocast("cpu", torch.bfloat16)
-    return contextlib.nullcontext()
+__all__ = ["TrainConfig", "ConfigError", "train", "evaluate", "build_model", "pick_device", "describe_device"]
 
 
 @torch.no_grad()
-def evaluate(model: ViT, split: Split, device=None, batch_size: int = 500, amp: bool = True) -> tuple[float, float]:
+def evaluate(model: ViT, split: Split, device=None, batch_size: int = 500, amp: bool = True,
+             precision: Precision | None = None) -> tuple[float, float]:
     """(mean loss, accuracy) of `model` on a split, in eval mode; restores the model's mode."""
     device = device or next(model.parameters()).device
+    precision = precision or Precision(device, amp)
+    card = card_of(model)
     was_training = model.training
     model.eval()
     loss_sum, correct = 0.0, 0
     try:
         for i in range(0, len(split), batch_size):
-            x = normalize(split.x[i:i + batch_size].to(device), model.mean, model.std)
+            x = normalize(split.x[i:i + batch_size].to(device), card.mean, card.std)
             y = split.y[i:i + batch_size].to(device)
-            with autocast(device, amp):
+            with precision():
                 logits = model(x)
             loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").item()
             correct += (logits.argmax(1) == y).sum().item()
@@ -126,16 +75,46 @@ def get_lr(step: int, progress: float, cfg: TrainConfig, warmup_steps: int) -> f
 
 
 def build_model(cfg: TrainConfig, data: Dataset) -> ViT:
-    spec = DATASETS[cfg.dataset]
-    mcfg = make_config(cfg.preset, image_size=spec["image_size"], in_chans=spec["in_chans"],
-                       num_classes=len(data.classes), **cfg.model_overrides())
+    mcfg = cfg.model_config()
     torch.manual_seed(cfg.seed)
-    model = ViT(mcfg, classes=data.classes)
-    model.mean, model.std, model.dataset = tuple(data.mean), tuple(data.std), cfg.dataset
-    return model
+    return describe(ViT(mcfg), ModelCard(config=mcfg, classes=tuple(data.classes), mean=tuple(data.mean),
+                                         std=tuple(data.std), dataset=cfg.dataset, kind="trained"))
 
 
-def _opt_state(opt: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+# ---------------------------------------------------------------- the loop's parts
+
+
+@dataclass
+class Progress:
+    """Where a run stands: restored by --resume, advanced by every step."""
+    step: int = 0
+    epoch: float = 0
+    elapsed_before: float = 0.0  # seconds trained before this process (a resumed run)
+    history: list = field(default_factory=list)
+    optimizer: dict | None = None  # the resume state's tensors
+
+
+def resume_from(out, model: ViT) -> Progress:
+    """The progress a checkpoint at `out` records, its weights loaded into `model`."""
+    prev = checkpoint.load(out)
+    if prev.card.config != model.config:
+        raise checkpoint.CheckpointError(f"cannot resume: {out} holds a different model config")
+    model.load_state_dict(prev.state_dict())
+    m = prev.card.metrics
+    return Progress(step=int(m.get("step", 0)), epoch=int(m.get("epoch", 0)),
+                    elapsed_before=float(m.get("train_seconds", 0.0)), history=list(prev.card.history),
+                    optimizer=checkpoint.load_state(out))
+
+
+def make_optimizer(model: ViT, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW; no weight decay on biases, norms and embeddings' 1-D parameters."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
+
+
+def optimizer_state(opt: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
     out = {}
     for i, st in opt.state_dict()["state"].items():
         for k, v in st.items():
@@ -143,7 +122,7 @@ def _opt_state(opt: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
     return out
 
 
-def _load_opt_state(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]):
+def load_optimizer_state(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]):
     sd = opt.state_dict()
     state: dict[int, dict] = {}
     for key, v in tensors.items():
@@ -154,184 +133,161 @@ def _load_opt_state(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]
     opt.load_state_dict(sd)
 
 
+def train_step(model: ViT, opt, xb, target, lr: float, cfg: TrainConfig, precision: Precision):
+    """One optimisation step; returns (loss tensor, logits)."""
+    for g in opt.param_groups:
+        g["lr"] = lr
+    with precision():
+        logits = model(xb)
+    loss = F.cross_entropy(logits.float(), target, label_smoothing=cfg.label_smoothing)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss, logits
+
+
+def restore_optimizer(opt, gen: torch.Generator, tensors: dict[str, torch.Tensor], device):
+    """The optimizer moments and the batch generator's state of a resumed run."""
+    load_optimizer_state(opt, {k: v.to(device) for k, v in tensors.items()})
+    if "rng" in tensors:
+        gen.set_state(tensors["rng"])
+
+
+class Meter:
+    """Training loss and accuracy since the last epoch end, and images/s since the last report."""
+
+    def __init__(self):
+        self.loss, self.correct, self.n = 0.0, 0, 0
+        self.seen, self.t = 0, time.perf_counter()
+
+    def add(self, loss: float, logits, target, bs: int):
+        self.loss += loss * bs
+        self.correct += (logits.argmax(1) == target.argmax(1)).sum().item()  # the majority label when mixed
+        self.n += bs
+
+    def rate(self) -> float:
+        now = time.perf_counter()
+        ips = self.seen / max(1e-9, now - self.t)
+        self.seen, self.t = 0, now
+        return ips
+
+    def take(self) -> tuple[float, float]:
+        out = self.loss / max(1, self.n), self.correct / max(1, self.n)
+        self.loss, self.correct, self.n = 0.0, 0, 0
+        return out
+
+
+# ---------------------------------------------------------------- the loop
+
+
 def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None = None, resume: bool = False,
           stop: threading.Event | None = None, snapshots: bool = False, data_path=None, final_test: bool = False):
     """Run training; yields event dicts. Set `stop` to end the run early (it keeps what it learned)."""
-    if cfg.dataset not in DATASETS:
-        raise ValueError(f"unknown data set {cfg.dataset!r}")
-    if cfg.preset not in PRESETS:
-        raise ValueError(f"unknown preset {cfg.preset!r}")
+    cfg.validate()
     device = pick_device(cfg.device)
-    if data is None:
-        data = load_dataset(cfg.dataset, data_path, val_size=cfg.val_size)
+    precision = Precision(device, cfg.amp)
+    data = data if data is not None else load_dataset(cfg.dataset, data_path, val_size=cfg.val_size)
     model = build_model(cfg, data)
-    history: list[dict] = []
-    step, epoch, elapsed_before = 0, 0, 0.0
-    gen = torch.Generator().manual_seed(cfg.seed)
-    opt_tensors = None
-    if resume and out is not None and checkpoint.paths(out)[1].exists():
-        prev = checkpoint.load(out)
-        if prev.config != model.config:
-            raise checkpoint.CheckpointError(f"cannot resume: {out} holds a different model config")
-        model.load_state_dict(prev.state_dict())
-        meta = prev.meta
-        history = meta.get("history", [])
-        epoch = int(meta.get("metrics", {}).get("epoch", 0))
-        step = int(meta.get("metrics", {}).get("step", 0))
-        elapsed_before = float(meta.get("metrics", {}).get("train_seconds", 0.0))
-        opt_tensors = checkpoint.load_state(out)
+    run = resume_from(out, model) if resume and out is not None and checkpoint.paths(out)[1].exists() else Progress()
     model.to(device).train()
-
-    train_x, train_y = data.train.x, data.train.y
-    if cfg.subset and cfg.subset < len(train_y):
-        idx = torch.randperm(len(train_y), generator=torch.Generator().manual_seed(cfg.seed + 1))[:cfg.subset]
-        train_x, train_y = train_x[idx], train_y[idx]
-    train_x, train_y = train_x.to(device), train_y.to(device)
-    n = len(train_y)
-    bs = min(cfg.batch_size, n)
-    steps_per_epoch = max(1, n // bs)
-    total_steps = max(1, round(cfg.epochs * steps_per_epoch))
-    warmup_steps = min(round(cfg.warmup * steps_per_epoch), total_steps // 5)
-
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
-    if opt_tensors is not None:
-        _load_opt_state(opt, {k: v.to(device) for k, v in opt_tensors.items()})
-        if "rng" in opt_tensors:
-            gen.set_state(opt_tensors["rng"])
-
-    pad = 4 if data.name == "cifar10" else 2
+    gen = torch.Generator().manual_seed(cfg.seed)
+    batches = Batches(cfg, data, model.card, device, gen)
+    total_steps = max(1, round(cfg.epochs * batches.per_epoch))
+    warmup_steps = min(round(cfg.warmup * batches.per_epoch), total_steps // 5)
+    opt = make_optimizer(model, cfg)
+    if run.optimizer is not None:
+        restore_optimizer(opt, gen, run.optimizer, device)
     yield {"event": "start", "config": asdict(cfg), "model": model.config.to_dict(), "params": model.num_params(),
-           "device": str(device), "device_name": describe_device(device), "train_images": n,
-           "steps": total_steps, "steps_per_epoch": steps_per_epoch, "resumed_step": step, "data": data.source}
-
-    def save(metrics):
-        if out is None:
-            return None
-        state = _opt_state(opt)
-        state["rng"] = gen.get_state()
-        path = checkpoint.save(out, model, train_config=asdict(cfg), metrics=metrics, history=history, state=state)
-        if cfg.keep_epochs > 0 and float(metrics["epoch"]).is_integer():
-            keep_epoch_copy(out, int(metrics["epoch"]), cfg.keep_epochs)
-        return path
+           "device": str(device), "device_name": describe_device(device), "train_images": batches.n,
+           "steps": total_steps, "steps_per_epoch": batches.per_epoch, "resumed_step": run.step, "data": data.source}
 
     def progress(elapsed):
-        p = step / total_steps
-        if cfg.time_budget > 0:
-            p = max(p, elapsed / cfg.time_budget)
-        return p
+        p = run.step / total_steps
+        return max(p, elapsed / cfg.time_budget) if cfg.time_budget > 0 else p
 
-    t0 = time.perf_counter() - elapsed_before
-    seen_window, t_window = 0, time.perf_counter()
-    run_loss, run_correct, run_n = 0.0, 0, 0
+    def end_epoch(epoch, elapsed, limit=0):
+        rec = epoch_record(model, data, precision, cfg, epoch, run.step, elapsed, *meter.take(), limit)
+        run.history.append(rec)
+        yield {"event": "epoch", **rec}
+        path = save_run(out, model, opt, gen, cfg, run.history, rec)
+        if path is not None:
+            yield {"event": "checkpoint", "path": str(path), "epoch": rec["epoch"]}
+
+    t0 = time.perf_counter() - run.elapsed_before
+    meter = Meter()
     status, message = "done", "finished"
-    perm = torch.randperm(n, generator=gen).to(device)
-    pos = (step % steps_per_epoch) * bs
+    batches.start_at(run.step)
     while True:
         elapsed = time.perf_counter() - t0
-        if step >= total_steps or (cfg.time_budget > 0 and elapsed >= cfg.time_budget):
+        if run.step >= total_steps or (cfg.time_budget > 0 and elapsed >= cfg.time_budget):
             break
         if stop is not None and stop.is_set():
             status, message = "stopped", "stopped by request"
             break
-        if pos + bs > n:
-            perm, pos = torch.randperm(n, generator=gen).to(device), 0
-        idx = perm[pos:pos + bs]
-        pos += bs
-        xb, yb = train_x[idx], train_y[idx]
-        if cfg.augment:
-            xb = augment(xb, flip=data.flip, pad=pad, generator=gen)
-        xb = normalize(xb, model.mean, model.std)
-        if cfg.erase > 0:
-            xb = random_erase(xb, cfg.erase, generator=gen)
-        xb, target = mix_batch(xb, yb, model.config.num_classes, cfg.mix, generator=gen)
-        lr = get_lr(step, progress(elapsed), cfg, warmup_steps)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with autocast(device, cfg.amp):
-            logits = model(xb)
-        loss = F.cross_entropy(logits.float(), target, label_smoothing=cfg.label_smoothing)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        seen_window += bs
-        if step % cfg.log_every == 0 or step == 1:
+        xb, target = batches.next()
+        lr = get_lr(run.step, progress(elapsed), cfg, warmup_steps)
+        loss, logits = train_step(model, opt, xb, target, lr, cfg, precision)
+        run.step += 1
+        meter.seen += batches.size
+        if run.step % cfg.log_every == 0 or run.step == 1:
             loss_v = loss.item()
             if not math.isfinite(loss_v):
                 status = "error"
-                message = (f"training diverged: the loss became {loss_v} at step {step}. "
-                           "Try a lower learning rate.")
+                message = f"training diverged: the loss became {loss_v} at step {run.step}. Try a lower learning rate."
                 break
-            run_loss += loss_v * bs
-            run_correct += (logits.argmax(1) == target.argmax(1)).sum().item()  # the majority label when mixed
-            run_n += bs
-            now = time.perf_counter()
-            ips = seen_window / max(1e-9, now - t_window)
-            seen_window, t_window = 0, now
-            elapsed = now - t0
-            p = progress(elapsed)
-            eta = (total_steps - step) / max(1e-9, ips / bs)
-            if cfg.time_budget > 0:
-                eta = min(eta, cfg.time_budget - elapsed)
-            yield {"event": "step", "step": step, "epoch": step / steps_per_epoch, "loss": loss_v, "lr": lr,
-                   "images_per_s": ips, "progress": min(1.0, p), "elapsed": elapsed, "eta": max(0.0, eta)}
-        if snapshots and cfg.snapshot_every and step % cfg.snapshot_every == 0:
-            yield {"event": "snapshot", "at": "step", "step": step, "epoch": step / steps_per_epoch, "model": model}
-        if step % steps_per_epoch == 0:
-            epoch += 1
-            rec = _epoch_record(model, data, device, cfg, epoch, step, time.perf_counter() - t0,
-                                run_loss / max(1, run_n), run_correct / max(1, run_n))
-            run_loss, run_correct, run_n = 0.0, 0, 0
-            history.append(rec)
-            yield {"event": "epoch", **rec}
-            path = save(_metrics(rec))
-            if path is not None:
-                yield {"event": "checkpoint", "path": str(path), "epoch": epoch}
+            meter.add(loss_v, logits, target, batches.size)
+            yield step_event(run.step, batches, total_steps, cfg, loss_v, lr, meter.rate(),
+                             time.perf_counter() - t0, progress)
+        if snapshots and cfg.snapshot_every and run.step % cfg.snapshot_every == 0:
+            yield {"event": "snapshot", "at": "step", "step": run.step, "epoch": run.step / batches.per_epoch,
+                   "model": model}
+        if run.step % batches.per_epoch == 0:
+            run.epoch += 1
+            yield from end_epoch(run.epoch, time.perf_counter() - t0)
             if snapshots:
-                yield {"event": "snapshot", "at": "epoch", "step": step, "epoch": epoch, "model": model}
-            seen_window, t_window = 0, time.perf_counter()  # evaluation time is not training time
+                yield {"event": "snapshot", "at": "epoch", "step": run.step, "epoch": run.epoch, "model": model}
+            meter.rate()  # evaluation time is not training time
 
     elapsed = time.perf_counter() - t0
-    if status != "error" and (not history or history[-1]["step"] != step) and step > 0:
+    if status != "error" and run.step > 0 and (not run.history or run.history[-1]["step"] != run.step):
         # a stopped run answers fast: it validates on at most 500 images
-        rec = _epoch_record(model, data, device, cfg, step / steps_per_epoch, step, elapsed,
-                            run_loss / max(1, run_n), run_correct / max(1, run_n), 500 if status == "stopped" else 0)
-        history.append(rec)
-        yield {"event": "epoch", **rec}
-        path = save(_metrics(rec))
-        if path is not None:
-            yield {"event": "checkpoint", "path": str(path), "epoch": rec["epoch"]}
+        yield from end_epoch(run.step / batches.per_epoch, elapsed, 500 if status == "stopped" else 0)
     model.eval()
-    result = {"event": status, "message": message, "step": step, "train_seconds": elapsed, "model": model,
-              "history": history, "path": str(checkpoint.paths(out)[0]) if out is not None and history else None}
-    if status != "error" and final_test and step > 0:
-        _, result["test_acc"] = evaluate(model, data.test, device, amp=cfg.amp)
+    result = {"event": status, "message": message, "step": run.step, "train_seconds": elapsed, "model": model,
+              "history": run.history,
+              "path": str(checkpoint.paths(out)[0]) if out is not None and run.history else None}
+    if status != "error" and final_test and run.step > 0:
+        _, result["test_acc"] = evaluate(model, data.test, device, precision=precision)
     yield result
 
 
-def keep_epoch_copy(out, epoch: int, keep: int):
-    """Copy the checkpoint just written to OUT-epochNNN and delete the copies more than `keep` epochs old."""
-    wpath, jpath = checkpoint.paths(out)
-    stem = wpath.with_suffix("")
-    dst = stem.with_name(f"{stem.name}-epoch{epoch:03d}")
-    shutil.copyfile(wpath, dst.with_suffix(".safetensors"))
-    shutil.copyfile(jpath, dst.with_suffix(".json"))  # the JSON last: a pair whose JSON is there is complete
-    for old in stem.parent.glob(f"{stem.name}-epoch*.json"):
-        n = old.stem.rsplit("-epoch", 1)[1]
-        if n.isdigit() and int(n) <= epoch - keep:
-            for f in checkpoint.paths(old):
-                f.unlink(missing_ok=True)
+def step_event(step, batches, total_steps, cfg, loss, lr, ips, elapsed, progress) -> dict:
+    eta = (total_steps - step) / max(1e-9, ips / batches.size)
+    if cfg.time_budget > 0:
+        eta = min(eta, cfg.time_budget - elapsed)
+    return {"event": "step", "step": step, "epoch": step / batches.per_epoch, "loss": loss, "lr": lr,
+            "images_per_s": ips, "progress": min(1.0, progress(elapsed)), "elapsed": elapsed, "eta": max(0.0, eta)}
 
 
-def _epoch_record(model, data, device, cfg, epoch, step, elapsed, train_loss, train_acc, limit: int = 0) -> dict:
+def save_run(out, model, opt, gen, cfg: TrainConfig, history: list, rec: dict):
+    """Write the checkpoint and its resume state (and the kept epoch copy); None when there is no `out`."""
+    if out is None:
+        return None
+    state = optimizer_state(opt)
+    state["rng"] = gen.get_state()
+    path = checkpoint.save(out, model, train_config=asdict(cfg), metrics=_metrics(rec), history=history, state=state)
+    if cfg.keep_epochs > 0 and float(rec["epoch"]).is_integer():
+        checkpoint.keep_epoch_copy(out, int(rec["epoch"]), cfg.keep_epochs)
+    return path
+
+
+def epoch_record(model, data, precision, cfg, epoch, step, elapsed, train_loss, train_acc, limit: int = 0) -> dict:
     """Validation figures at the end of an epoch (or of the run); `limit` caps the images used."""
     n = min(x for x in (len(data.val), cfg.eval_images or len(data.val), limit or len(data.val)))
     val = Split(data.val.x[:n], data.val.y[:n])
-    val_loss, val_acc = evaluate(model, val, device, amp=cfg.amp) if n else (float("nan"), float("nan"))
+    val_loss, val_acc = (evaluate(model, val, precision.device, precision=precision) if n
+                         else (float("nan"), float("nan")))
     model.train()
     return {"epoch": round(float(epoch), 4), "step": step, "train_loss": train_loss, "train_acc": train_acc,
             "val_loss": val_loss, "val_acc": val_acc, "elapsed": elapsed}
@@ -340,12 +296,6 @@ def _epoch_record(model, data, device, cfg, epoch, step, elapsed, train_loss, tr
 def _metrics(rec: dict) -> dict:
     return {"epoch": rec["epoch"], "step": rec["step"], "val_acc": rec["val_acc"], "val_loss": rec["val_loss"],
             "train_seconds": rec["elapsed"]}
-
-
-def describe_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"GPU: {torch.cuda.get_device_name(device)}"
-    return f"CPU: {torch.get_num_threads()} threads" + (", bf16" if cpu_has_bf16() else "")
 
 
 # ---------------------------------------------------------------- CLI
@@ -386,10 +336,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(a: argparse.Namespace) -> TrainConfig:
+    """The validated config the command line asks for (ConfigError with a sentence otherwise)."""
     kw = {f.name: getattr(a, f.name) for f in fields(TrainConfig) if hasattr(a, f.name)}
     kw["augment"] = not a.no_augment
     kw["amp"] = not a.no_amp
-    return TrainConfig(**kw)
+    return TrainConfig.parse(**kw)
 
 
 def main(argv=None) -> int:
@@ -398,7 +349,10 @@ def main(argv=None) -> int:
     a = parser().parse_args(argv)
     if a.resume and not a.out:
         parser().error("--resume needs --out")
-    cfg = config_from_args(a)
+    try:
+        cfg = config_from_args(a)
+    except ConfigError as e:
+        parser().error(str(e))
     bar = None
     try:
         for ev in train(cfg, out=a.out, resume=a.resume, data_path=a.data, final_test=a.test):

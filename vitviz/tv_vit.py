@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .card import ModelCard, describe
 from .model import ViTConfig
 
 
@@ -72,8 +73,9 @@ def config_of(model) -> ViTConfig:
 def load_vit_b_16(pretrained: bool = True, device="cpu"):
     """torchvision's vit_b_16, ImageNet-1k weights (downloaded and cached by torchvision) or random.
 
-    The returned model carries `.config`, `.classes`, `.mean`, `.std` and `.dataset` like ours.
+    The returned model carries its card (vitviz.card) like ours.
     """
+
     from torchvision.models import ViT_B_16_Weights, vit_b_16
 
     weights = ViT_B_16_Weights.IMAGENET1K_V1
@@ -88,11 +90,9 @@ def load_vit_b_16(pretrained: bool = True, device="cpu"):
     else:
         torch.manual_seed(0)
         model = vit_b_16(weights=None)
-    model.config = config_of(model)
-    model.classes = list(weights.meta["categories"])
-    model.mean = (0.485, 0.456, 0.406)
-    model.std = (0.229, 0.224, 0.225)
-    model.dataset = "imagenet"
-    model.meta = {"name": "ViT-B/16 (torchvision, ImageNet-1k)", "pretrained": pretrained,
-                  "metrics": {"imagenet_top1": weights.meta["_metrics"]["ImageNet-1K"]["acc@1"] / 100} if pretrained else {}}
-    return model.to(device).eval()
+    top1 = weights.meta["_metrics"]["ImageNet-1K"]["acc@1"] / 100
+    card = ModelCard(config=config_of(model), classes=tuple(weights.meta["categories"]),
+                     mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dataset="imagenet", kind="torchvision",
+                     name="ViT-B/16 (torchvision, ImageNet-1k)" + ("" if pretrained else ", untrained"),
+                     metrics={"imagenet_top1": top1} if pretrained else {}, needs_internet=pretrained)
+    return describe(model, card).to(device).eval()

@@ -1,0 +1,85 @@
+"""What a visitor or an API caller sends, made safe to use: images, numbers, choices.
+
+Every function here either returns a clean value or raises gr.Error with a sentence
+a person understands; none lets a raw Python message through.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import gradio as gr
+import numpy as np
+from PIL import Image
+
+from .. import views
+from ..data import open_image
+
+FUSIONS = ["mean", "max", "min"]
+PREDICTED = "predicted class"
+
+
+def read_image(payload) -> Image.Image:
+    """The uploaded image from a Gradio file payload (dict or path), opened with vitviz's guards."""
+    if payload is None:
+        raise gr.Error("Choose an image first: upload one or pick one from the examples.")
+    path = payload.get("path") if isinstance(payload, dict) else payload
+    if not path or not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        raise gr.Error("The image could not be found on the server; please upload it again.")
+    try:
+        return open_image(str(path))
+    except ValueError as e:
+        raise gr.Error(f"That file could not be used: {e}.") from None
+
+
+def pixels_for(model, payload) -> np.ndarray:
+    """What `model` sees of the uploaded image: (H, W, C) uint8."""
+    image = read_image(payload)
+    try:
+        return views.image_to_pixels(model, image)
+    except ValueError as e:
+        raise gr.Error(f"That image could not be used: {e}.") from None
+
+
+def number(value, what: str, lo: float, hi: float, default: float | None = None) -> float:
+    """A finite number in [lo, hi]; None or '' gives `default`."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if default is None:
+            raise gr.Error(f"{what} needs a value.")
+        return default
+    try:
+        v = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError, OverflowError):
+        raise gr.Error(f"{what} must be a number, not {str(value)[:30]!r}.") from None
+    if not math.isfinite(v):
+        raise gr.Error(f"{what} must be a finite number, not {str(value)[:30]}.")
+    if not lo <= v <= hi:
+        raise gr.Error(f"{what} must be between {lo:g} and {hi:g}; {v:g} is out of range.")
+    return v
+
+
+def whole(value, what: str, lo: int, hi: int, default: int | None = None) -> int:
+    """A whole number in [lo, hi]; None or '' gives `default`."""
+    v = number(value, what, lo, hi, default)
+    if v != int(v):
+        raise gr.Error(f"{what} must be a whole number, not {v:g}.")
+    return int(v)
+
+
+def choice(value, what: str, options: list[str], default: str | None = None) -> str:
+    if value is None and default is not None:
+        return default
+    if value not in options:
+        raise gr.Error(f"{what} must be one of {', '.join(options)}, not {str(value)[:30]!r}.")
+    return value
+
+
+def patch_index(value, num_patches: int) -> int | None:
+    """A selected patch: None for none (-1 or empty); a sentence for one off the grid."""
+    p = whole(value, "The selected patch", -1, 10**9, default=-1)
+    if p < 0:
+        return None
+    if p >= num_patches:
+        raise gr.Error(f"Patch {p} is not on this model's grid: patches are numbered 0 to {num_patches - 1} "
+                       "(-1 for the CLS token).")
+    return p

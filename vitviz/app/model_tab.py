@@ -1,0 +1,90 @@
+"""The Model tab: what the chosen model learned, independent of any one image.
+
+The positional-embedding similarity, the mean attention distance of every head
+(over the example images), the patch-embedding filters' principal components and
+the model card. The expensive part is computed once per model and cached (at most
+`VITVIZ_MODEL_CACHE` models, default 8, each entry gone with its model); a click
+on a position only redraws the two similarity pictures.
+"""
+from __future__ import annotations
+
+import os
+
+import gradio as gr
+import torch
+from PIL import Image
+
+from .. import gallery, views
+from ..card import card_of
+from .cache import ModelCache
+from .inputs import whole
+from .models import resolve_model
+from .widgets import pic
+
+SUMMARIES = ModelCache(int(os.environ.get("VITVIZ_MODEL_CACHE", "8")))
+
+
+def summary_of(model) -> views.ModelSummary:
+    def make():
+        card = card_of(model)
+        items = gallery.items(card.gallery)
+        if card.dataset == "imagenet":
+            items = items[::10]  # ViT-B/16 is slow on a CPU: 10 images
+        images = [views.image_to_pixels(model, Image.open(p)) for p, _ in items]
+        with torch.inference_mode():
+            return views.summarise_model(model, images)
+
+    return SUMMARIES.get(model, make)
+
+
+def _position(model, position) -> int:
+    cfg = card_of(model).config
+    p = whole(position, "The position", -1, 10**9, default=-1)
+    return views.default_position(cfg) if p < 0 or p >= cfg.num_patches else p
+
+
+def model_view(model_key: str, position=-1, state=None):
+    """(positional tiles, the selected position large, distance figure, components, card, components note)."""
+    model = resolve_model(model_key, state)
+    s = summary_of(model)
+    tiles, large = views.position_pictures(s, card_of(model).config, _position(model, position))
+    note = (f"Top {len(s.variance)} principal components of the patch-embedding filters "
+            f"({100 * float(s.variance.sum()):.0f}% of their variance).")
+    return tiles, large, s.distance, s.components, s.card, note
+
+
+def pos_click(model_key: str, state, evt: gr.SelectData):
+    """A click on the tiles: the clicked position and its two redrawn pictures."""
+    model = resolve_model(model_key, state)
+    cfg = card_of(model).config
+    pos = views.pos_click_to_position(evt.index[0], evt.index[1], cfg)
+    tiles, large = views.position_pictures(summary_of(model), cfg, pos)
+    return pos, tiles, large
+
+
+# ---------------------------------------------------------------- layout and wiring
+
+
+def build() -> dict:
+    c = {"card": gr.Markdown()}
+    with gr.Row():
+        c["pos_tiles"] = pic("Positional-embedding similarity (click a position)", "pos-tiles")
+        c["pos_large"] = pic("Selected position")
+    c["position"] = gr.Number(value=-1, precision=0, visible=False)
+    with gr.Row():
+        c["distance"] = pic("Mean attention distance per head")
+        with gr.Column():
+            c["components"] = pic("Patch-embedding filters: principal components")
+            c["components_note"] = gr.Markdown()
+    return c
+
+
+def view_event(c: dict, shell) -> dict:
+    return dict(fn=model_view, inputs=[shell.model_dd, c["position"], shell.state],
+                outputs=[c["pos_tiles"], c["pos_large"], c["distance"], c["components"], c["card"],
+                         c["components_note"]], api_visibility="private")
+
+
+def wire(c: dict, shell):
+    c["pos_tiles"].select(pos_click, [shell.model_dd, shell.state], [c["position"], c["pos_tiles"], c["pos_large"]],
+                          api_visibility="private")

@@ -1,0 +1,125 @@
+"""Which models a visitor can choose, and where each one comes from.
+
+The shipped models and ViT-B/16 are shared by every visitor: each is loaded once,
+under a lock of its own, so a slow load (ViT-B/16's download) holds up only the
+visitors who asked for that model; a failed load is remembered for
+`VITVIZ_RETRY_LOAD_S` seconds (default 60) instead of being retried on every
+request. A visitor's own models (an upload, a run from the Train tab and its epoch
+snapshots) live in their `Visitor` state and nowhere else.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+import gradio as gr
+import torch
+
+from .. import checkpoint
+from ..hub import load_model
+
+SHARED = {"cifar10": "CIFAR-10 ViT (shipped)", "mnist": "MNIST ViT (shipped)",
+          "vit_b_16": "ViT-B/16, ImageNet-1k (torchvision)"}
+MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
+    ("Trained in this session (Train tab)", "session"),
+    ("Uploaded checkpoint", "upload"),
+]
+RETRY_LOAD_S = float(os.environ.get("VITVIZ_RETRY_LOAD_S", "60"))
+
+
+@dataclass
+class Visitor:
+    """One visitor's own things, kept in their gr.State."""
+    models: dict = field(default_factory=dict)  # "upload", "session", "session@<epoch>" -> model
+    last: tuple | None = None  # (key, views.Explanation) of the last image explained
+
+    def forget_session_models(self):
+        for k in [k for k in self.models if k.startswith("session")]:
+            del self.models[k]
+        self.last = None
+
+
+def visitor(state) -> Visitor:
+    """The visitor's state; a fresh one for API callers and direct calls that pass none."""
+    return state if isinstance(state, Visitor) else Visitor()
+
+
+class SharedModels:
+    """The shipped models and ViT-B/16, each loaded once on first use and then only read."""
+
+    def __init__(self, loader=load_model, retry_after: float = RETRY_LOAD_S):
+        self._loader, self._retry_after = loader, retry_after
+        self._models: dict[str, torch.nn.Module] = {}
+        self._failed: dict[str, tuple[float, str]] = {}  # key -> (when, the sentence to repeat)
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def get(self, key: str):
+        model = self._models.get(key)
+        if model is not None:
+            return model
+        with self._lock(key):
+            if key in self._models:
+                return self._models[key]
+            failed = self._failed.get(key)
+            if failed and time.monotonic() - failed[0] < self._retry_after:
+                raise RuntimeError(failed[1])
+            try:
+                with torch.inference_mode(False):  # weights must be usable by autograd later
+                    model = self._loader(key)
+            except (checkpoint.CheckpointError, RuntimeError, OSError) as e:
+                self._failed[key] = (time.monotonic(), str(e))
+                raise RuntimeError(str(e)) from None
+            self._failed.pop(key, None)
+            self._models[key] = model
+            return model
+
+    def loaded(self, key: str) -> bool:
+        return key in self._models
+
+
+MODELS = SharedModels()
+
+
+def resolve_model(key: str, state=None):
+    """The model a visitor chose; a gr.Error with a plain sentence when it cannot be had."""
+    key = str(key or "cifar10")
+    if key in ("session", "upload") or key.startswith("session@"):
+        model = visitor(state).models.get(key)
+        if model is None:
+            raise gr.Error("No model trained in this session yet: start a run in the Train tab, then press "
+                           "'Explore this model'." if key.startswith("session") else
+                           "No checkpoint uploaded yet: add its .safetensors and .json files above.")
+        return model
+    if key not in SHARED:
+        raise gr.Error(f"Unknown model {key[:40]!r}; choose one of: {', '.join(SHARED)}.")
+    try:
+        return MODELS.get(key)
+    except RuntimeError as e:
+        raise gr.Error(f"The {SHARED[key]} could not be loaded: {e}") from None
+
+
+def upload_checkpoint(files, state=None):
+    """Load an uploaded checkpoint (two files) into the visitor's state; it becomes the chosen model."""
+    v = visitor(state)
+    paths = [f if isinstance(f, str) else getattr(f, "name", None) or f.get("path") for f in (files or [])]
+    weights = [p for p in paths if str(p).endswith(".safetensors")]
+    metas = [p for p in paths if str(p).endswith(".json")]
+    if len(weights) != 1 or len(metas) != 1:
+        raise gr.Error("Upload two files together: the weights (.safetensors) and the description (.json).")
+    try:
+        model = checkpoint.load_pair(weights[0], metas[0])
+    except checkpoint.CheckpointError as e:
+        raise gr.Error(f"That checkpoint could not be loaded: {e}.") from None
+    v.models["upload"] = model
+    v.last = None
+    cfg = model.card.config
+    msg = (f"Loaded **{os.path.basename(weights[0])}**: {cfg.image_size}x{cfg.image_size}, patch {cfg.patch_size}, "
+           f"depth {cfg.depth}, {cfg.num_heads} heads, {cfg.num_classes} classes.")
+    return msg, v, "upload"

@@ -1,0 +1,192 @@
+"""The Train tab: a ViT learns live while the visitor watches.
+
+One run per visitor (stop requests are keyed by their session), `VITVIZ_TRAIN_SLOTS`
+runs at a time on the machine (default 1; others wait in line and see their place).
+The settings are checked by vitviz.train_config before anything starts; the run
+itself is vitviz.live's stream over the same loop the CLI uses.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import gradio as gr
+
+from .. import live
+from ..data import DATASETS
+from ..device import describe_device, pick_device
+from ..model import PRESETS, make_config
+from ..train_config import ConfigError
+from .models import MODEL_CHOICES, visitor
+from .widgets import pic, progress_html
+
+TRAIN_SLOTS = max(1, int(os.environ.get("VITVIZ_TRAIN_SLOTS", "1")))
+ZERO_GPU = "SPACES_ZERO_GPU" in os.environ  # Hugging Face ZeroGPU: a GPU is attached per call
+
+
+@functools.lru_cache(maxsize=1)
+def device():
+    return pick_device("auto")
+
+
+@functools.lru_cache(maxsize=1)
+def quick() -> dict:
+    return live.quick_defaults(device())
+
+
+def preset_sizes(preset: str):
+    cfg = make_config(preset if preset in PRESETS else quick()["preset"])
+    return cfg.depth, cfg.num_heads, cfg.embed_dim, cfg.patch_size
+
+
+def _session_key(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "api"
+
+
+def settings(dataset, preset, depth, heads, width, patch, epochs, time_budget, batch_size, lr, subset, augment,
+             seed) -> dict:
+    """The Train form's values under TrainConfig's names (None: the quick default)."""
+    q = quick()
+    tiny = make_config(q["preset"])
+    pick = lambda v, d: d if v is None else v  # noqa: E731
+    return dict(dataset=pick(dataset, "cifar10"), preset=pick(preset, q["preset"]), depth=pick(depth, tiny.depth),
+                num_heads=pick(heads, tiny.num_heads), embed_dim=pick(width, tiny.embed_dim),
+                patch_size=pick(patch, tiny.patch_size), epochs=pick(epochs, q["epochs"]),
+                time_budget=pick(time_budget, q["time_budget"]) or 0, batch_size=pick(batch_size, q["batch_size"]),
+                lr=pick(lr, q["lr"]), subset=pick(subset, q["subset"]) or 0, augment=pick(augment, q["augment"]),
+                seed=pick(seed, 0) or 0)
+
+
+def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float | None = None,
+              heads: float | None = None, width: float | None = None, patch: float | None = None,
+              epochs: float | None = None, time_budget: float | None = None, batch_size: float | None = None,
+              lr: float | None = None, subset: float | None = None, augment: bool | None = None, seed: float = 0,
+              state=None, request: gr.Request = None):
+    """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state,
+    and at the end the Compare menus with the epoch snapshots). No argument: the default quick run."""
+    v = visitor(state)
+    try:
+        cfg = live.run_config(device(), **settings(dataset, preset, depth, heads, width, patch, epochs, time_budget,
+                                                   batch_size, lr, subset, augment, seed))
+    except ConfigError as e:
+        raise gr.Error(str(e)) from None
+    if not live.data_available(cfg.dataset):
+        raise gr.Error(f"The {cfg.dataset} data set is not available here: set VITVIZ_DATA to a folder or zip with "
+                       "train/<class>/ and test/<class>/, or run where torchvision can download it. "
+                       "The rest of the app works without it.")
+    try:
+        live.check_fits(cfg)
+    except ConfigError as e:
+        raise gr.Error(str(e)) from None
+    key = _session_key(request)
+    stop = live.STOPS.new(key)
+    try:
+        for up in live.stream_run(cfg, stop):
+            yield _outputs(up, v)
+    finally:
+        live.STOPS.clear(key, stop)
+
+
+def _outputs(up: live.Update, v) -> tuple:
+    """One streamed update as the tab's outputs; gr.skip() for what did not change."""
+    skip = gr.skip()
+    menus = (skip, skip)
+    if up.done and up.model is not None:
+        v.forget_session_models()
+        v.models["session"] = up.model
+        v.models.update({f"session@{e}": m for e, m in up.snapshots.items()})
+        choices = MODEL_CHOICES + [(f"Trained in this session, after epoch {e}", f"session@{e}")
+                                   for e in sorted(up.snapshots)]
+        menus = (gr.update(choices=choices), gr.update(choices=choices, value="session"))
+    return (up.status if up.status is not None else skip,
+            progress_html(up.progress) if up.progress is not None else skip,
+            up.curves if up.curves is not None else skip,
+            up.probes if up.probes is not None else skip,
+            up.pos_tiles if up.pos_tiles is not None else skip,
+            up.files if up.files else skip,
+            v, *menus)
+
+
+def stop_run(request: gr.Request = None) -> str:
+    if live.STOPS.stop(_session_key(request)):
+        return "Stopping: the run keeps what it has learned so far."
+    return "No run of yours is going."
+
+
+def explore_trained(state):
+    if visitor(state).models.get("session") is None:
+        raise gr.Error("Train a model first: press Train and wait for it to finish, or stop it.")
+    return gr.update(value="session"), gr.Tabs(selected="explore")
+
+
+if ZERO_GPU:  # On Hugging Face ZeroGPU the run asks for a GPU; elsewhere nothing changes.
+    try:
+        import spaces
+
+        train_run = spaces.GPU(duration=300)(train_run)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+# ---------------------------------------------------------------- layout and wiring
+
+
+def build() -> dict:
+    q = quick()
+    tiny = make_config(q["preset"])
+    where = "a GPU (ZeroGPU, attached for each run)" if ZERO_GPU else describe_device(device())
+    gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{where}**; {TRAIN_SLOTS} run(s) at a "
+                f"time on this machine (others wait in line, with their place shown). {live.data_note()}")
+    c = {}
+    with gr.Row():
+        with gr.Column(scale=1, min_width=300):
+            c["dataset"] = gr.Radio(list(DATASETS), value="cifar10", label="Data set")
+            c["preset"] = gr.Dropdown(list(PRESETS), value=q["preset"], label="Model preset")
+            with gr.Row():
+                c["depth"] = gr.Slider(1, 12, value=tiny.depth, step=1, label="Depth")
+                c["heads"] = gr.Dropdown([1, 2, 3, 4, 6, 8], value=tiny.num_heads, label="Heads", allow_custom_value=True)
+            with gr.Row():
+                c["width"] = gr.Dropdown([32, 64, 96, 128, 192, 256, 384], value=tiny.embed_dim, label="Width",
+                                         allow_custom_value=True)
+                c["patch"] = gr.Dropdown([2, 4, 7, 8], value=tiny.patch_size, label="Patch size", allow_custom_value=True)
+            with gr.Row():
+                c["epochs"] = gr.Number(value=q["epochs"], label="Epochs (at most)")
+                c["budget"] = gr.Number(value=q["time_budget"], label="Time budget, s (0: none)")
+            with gr.Row():
+                c["batch"] = gr.Dropdown([32, 64, 128, 256, 512, 1024], value=q["batch_size"], label="Batch size",
+                                         allow_custom_value=True)
+                c["lr"] = gr.Number(value=q["lr"], label="Learning rate")
+            with gr.Row():
+                c["subset"] = gr.Number(value=q["subset"], precision=0, label="Training images (0: all)")
+                c["seed"] = gr.Number(value=0, precision=0, label="Seed")
+            c["augment"] = gr.Checkbox(value=q["augment"], label="Augmentation (random crop, flips for CIFAR-10)")
+            with gr.Row():
+                c["train"] = gr.Button("Train", variant="primary", elem_id="train-btn")
+                c["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+            c["use"] = gr.Button("Explore this model", elem_id="use-btn")
+            c["files"] = gr.File(label="Download the checkpoint (.safetensors + .json)", file_count="multiple",
+                                 interactive=False)
+        with gr.Column(scale=2):
+            c["status"] = gr.Markdown("Press **Train** to start.", elem_id="train-status")
+            c["progress"] = gr.HTML(progress_html(0.0))
+            c["curves"] = pic("Loss and accuracy", "curves")
+            c["probes"] = pic("Attention rollout on fixed probe images, labelled with the prediction "
+                              "(green: right, red: wrong)")
+            c["pos"] = pic("Positional-embedding similarity")
+    return c
+
+
+FORM = ("dataset", "preset", "depth", "heads", "width", "patch", "epochs", "budget", "batch", "lr", "subset",
+        "augment", "seed")
+
+
+def wire(c: dict, shell, compare_menus: list):
+    c["preset"].change(preset_sizes, c["preset"], [c["depth"], c["heads"], c["width"], c["patch"]],
+                       api_visibility="private")
+    c["train"].click(train_run, [c[k] for k in FORM] + [shell.state],
+                     [c["status"], c["progress"], c["curves"], c["probes"], c["pos"], c["files"], shell.state,
+                      *compare_menus],
+                     api_name="train", concurrency_limit=TRAIN_SLOTS, concurrency_id="train",
+                     api_description="Train a ViT live; streams status, progress, curves and pictures.")
+    c["stop"].click(stop_run, None, c["status"], api_name="stop", queue=False)
+    c["use"].click(explore_trained, shell.state, [shell.model_dd, shell.tabs], api_visibility="private")
