@@ -4,22 +4,26 @@ A checkpoint is a pair of files with one stem, ``NAME.safetensors`` and
 ``NAME.json``. The JSON holds the model config, class names, normalisation,
 the data set, the training config and the metrics. A training run also keeps
 ``NAME.state.safetensors`` (optimizer moments and RNG) so ``--resume`` can go on.
-Every file is written to a temporary name and renamed, so a run killed at any
-moment leaves the previous checkpoint whole.
+The files of one save are written as one set (vitviz.fileset) and carry one write
+id, so a run killed at any moment leaves the previous checkpoint or the new one,
+and a pair mixed from two saves is refused.
 """
 from __future__ import annotations
 
 import json
-import shutil
 import os
+import shutil
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from .card import card_from_meta, card_of, describe
+from .fileset import recover, write_set
 from .model import ViT, ViTConfig
 
 FORMAT = "vitviz-checkpoint"
@@ -42,18 +46,10 @@ def paths(path: str | os.PathLike) -> tuple[Path, Path]:
     return p.with_suffix(".safetensors"), p.with_suffix(".json")
 
 
-def _atomic_write(path: Path, write):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_json(path: Path, obj: dict):
-    _atomic_write(path, lambda t: t.write_text(json.dumps(obj, indent=2) + "\n"))
+    """Rewrite a checkpoint's JSON in place (its write id kept), atomically."""
+    write_set(path.with_name(f".{path.stem}.json.commit"),
+              {path: lambda t: t.write_text(json.dumps(obj, indent=2) + "\n")})
 
 
 def model_meta(model: ViT, **changes) -> dict:
@@ -63,19 +59,54 @@ def model_meta(model: ViT, **changes) -> dict:
 
 def save(path, model: ViT, train_config: dict | None = None, metrics: dict | None = None,
          history: list | None = None, state: dict[str, torch.Tensor] | None = None) -> Path:
-    """Write weights and JSON (and the resume state, when given); returns the weights path.
+    """Write weights and JSON (and the resume state, when given) as one set; returns the weights path.
 
-    The JSON is written last: a pair whose JSON is there is complete.
+    All the files carry one write id (the weights and the state in their safetensors metadata), so a set
+    mixed from two writes is refused on loading; vitviz.fileset makes a kill at any moment leave the old
+    set or the new one.
     """
     wpath, jpath = paths(path)
+    stamp = uuid.uuid4().hex
+    tag = {"format": FORMAT, "write": stamp, "step": str((metrics or {}).get("step", ""))}
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
-    _atomic_write(wpath, lambda t: save_file(tensors, str(t), metadata={"format": FORMAT}))
+    meta = {**model_meta(model, train=train_config or {}, metrics=metrics or {}, history=tuple(history or ())),
+            "write": stamp}
+    files = {wpath: lambda t: save_file(tensors, str(t), metadata=tag)}
     if state is not None:
         state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
-        _atomic_write(state_path(path), lambda t: save_file(state, str(t)))
-    meta = model_meta(model, train=train_config or {}, metrics=metrics or {}, history=tuple(history or ()))
-    write_json(jpath, meta)
+        files[state_path(path)] = lambda t: save_file(state, str(t), metadata=tag)
+    files[jpath] = lambda t: t.write_text(json.dumps(meta, indent=2) + "\n")
+    write_set(_marker(path), files)
+    if state is None:
+        state_path(path).unlink(missing_ok=True)  # a resume state from an earlier write no longer matches
     return wpath
+
+
+def _marker(path) -> Path:
+    wpath, _ = paths(path)
+    return wpath.with_name(f".{wpath.stem}.commit")
+
+
+def recover_set(path):
+    """Finish or undo an interrupted write of the checkpoint at `path` (see vitviz.fileset)."""
+    wpath, jpath = paths(path)
+    recover(_marker(path), [wpath, jpath, state_path(path)])
+
+
+def _write_id(wpath: Path) -> str | None:
+    try:
+        with safe_open(str(wpath), "pt") as f:
+            return (f.metadata() or {}).get("write")
+    except (SafetensorError, OSError, ValueError, RuntimeError):
+        return None  # load_tensors says what is wrong with the file
+
+
+def check_same_write(meta: dict, wpath: Path, what: str = "weights"):
+    """CheckpointError when the JSON and the weights (or resume state) come from different writes."""
+    a, b = meta.get("write"), _write_id(wpath)
+    if (a or b) and a != b:
+        raise CheckpointError(f"the {what} and the JSON come from different saves (a write was interrupted, or "
+                              "files of two checkpoints were mixed); use a matching pair")
 
 
 def read_meta(path) -> dict:
@@ -154,9 +185,12 @@ def load_tensors(wpath: Path) -> dict[str, torch.Tensor]:
 
 def load(path, device="cpu", kind: str = "shipped") -> ViT:
     """Load a checkpoint (its stem, .safetensors or .json path) into an eval-mode ViT."""
+    recover_set(path)
     wpath, _ = paths(path)
     meta = read_meta(path)
-    return build(meta, load_tensors(wpath), device, kind)
+    tensors = load_tensors(wpath)
+    check_same_write(meta, wpath)
+    return build(meta, tensors, device, kind)
 
 
 def load_pair(weights_file, json_file, device="cpu") -> ViT:
@@ -168,7 +202,10 @@ def load_pair(weights_file, json_file, device="cpu") -> ViT:
         meta = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise CheckpointError("the JSON file is not valid JSON") from None
-    return build(validate_meta(meta), load_tensors(Path(weights_file)), device, kind="uploaded")
+    meta = validate_meta(meta)
+    tensors = load_tensors(Path(weights_file))
+    check_same_write(meta, Path(weights_file))
+    return build(meta, tensors, device, kind="uploaded")
 
 
 def state_path(path) -> Path:
@@ -177,8 +214,14 @@ def state_path(path) -> Path:
 
 
 def load_state(path) -> dict[str, torch.Tensor] | None:
+    """The resume state saved with the checkpoint at `path` (None when there is none); CheckpointError
+    when it belongs to another write than the checkpoint's JSON."""
+    recover_set(path)
     spath = state_path(path)
-    return load_file(str(spath)) if spath.exists() else None
+    if not spath.exists():
+        return None
+    check_same_write(read_meta(path), spath, what="resume state")
+    return load_file(str(spath))
 
 
 def keep_epoch_copy(out, epoch: int, keep: int):
@@ -186,8 +229,8 @@ def keep_epoch_copy(out, epoch: int, keep: int):
     wpath, jpath = paths(out)
     stem = wpath.with_suffix("")
     dst = stem.with_name(f"{stem.name}-epoch{epoch:03d}")
-    shutil.copyfile(wpath, dst.with_suffix(".safetensors"))
-    shutil.copyfile(jpath, dst.with_suffix(".json"))  # the JSON last: a pair whose JSON is there is complete
+    write_set(_marker(dst), {dst.with_suffix(".safetensors"): lambda t: shutil.copyfile(wpath, t),
+                             dst.with_suffix(".json"): lambda t: shutil.copyfile(jpath, t)})
     for old in stem.parent.glob(f"{stem.name}-epoch*.json"):
         n = old.stem.rsplit("-epoch", 1)[1]
         if n.isdigit() and int(n) <= epoch - keep:
