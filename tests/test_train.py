@@ -180,7 +180,8 @@ def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
 def test_live_runs_prune_old_folders(tmp_path):
     import os
 
-    from vitviz.live import RUN_PREFIX, prune_run_dirs
+    from vitviz.scratch import prune
+    RUN_PREFIX = "vitviz-run-"
 
     for i in range(5):
         d = tmp_path / f"{RUN_PREFIX}{i}"
@@ -188,5 +189,5 @@ def test_live_runs_prune_old_folders(tmp_path):
         (d / "model.safetensors").write_bytes(b"x")
         os.utime(d, (1000 + i, 1000 + i))
     (tmp_path / "unrelated").mkdir()
-    prune_run_dirs(keep=2, root=str(tmp_path))
+    prune("run", keep=2, where=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{RUN_PREFIX}3", f"{RUN_PREFIX}4", "unrelated"])

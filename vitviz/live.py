@@ -10,8 +10,6 @@ what it has learned.
 from __future__ import annotations
 
 import copy
-import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import checkpoint
+from . import checkpoint, scratch
 from . import interpret as I
 from . import render as R
 from .data import Dataset, load_dataset, normalize
@@ -175,6 +173,35 @@ def render_snapshot(model, probes_x: torch.Tensor, probes_y: torch.Tensor, class
     return probes, R.pos_similarity_tiles(sim, tile_size=max(14, min(28, 240 // g)))
 
 
+class Pace:
+    """How fast this run trains now against its own best: the machine is shared, and a run's time budget is
+    wall-clock seconds, so while other visitors' requests take the cores the run makes fewer steps in its
+    budget. The visitor is told when that happens."""
+
+    def __init__(self, window: int = 5):
+        self.recent: list[float] = []
+        self.best = 0.0
+        self.window = window
+
+    def add(self, images_per_s: float):
+        self.recent = (self.recent + [images_per_s])[-self.window:]
+        if len(self.recent) == self.window:
+            self.best = max(self.best, sorted(self.recent)[self.window // 2])
+
+    def share(self) -> float | None:
+        """The current speed as a fraction of the best seen (the median of the last few reports)."""
+        if not self.best or len(self.recent) < self.window:
+            return None
+        return sorted(self.recent)[self.window // 2] / self.best
+
+    def note(self) -> str:
+        s = self.share()
+        if s is None or s >= 0.7:
+            return ""
+        return (f"  \n**Slowed by other visitors:** training at {100 * s:.0f}% of this run's best speed; "
+                "the time budget is wall-clock time, so this run will make fewer steps.")
+
+
 def _fmt_time(s: float | None) -> str:
     if s is None:
         return "?"
@@ -183,7 +210,7 @@ def _fmt_time(s: float | None) -> str:
 
 
 def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snapshot_every_s: float = 8.0,
-               out_dir: str | None = None):
+               out_dir: str | None = None, note: str = ""):
     """Run training and yield `Update`s: at most one every `every` seconds, plus one per epoch and a final one."""
     try:
         data = get_data(cfg.dataset)
@@ -197,25 +224,26 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
     probes = pos = None
     kept: dict[int, torch.nn.Module] = {}
     head = ""
+    pace = Pace()
     if out_dir is None:
-        prune_run_dirs()
-        out_dir = tempfile.mkdtemp(prefix=RUN_PREFIX)
+        out_dir = scratch.new_folder("run")
     out = Path(out_dir) / f"vitviz-{cfg.dataset}-{cfg.preset}"
     for ev in train(cfg, data=data, stop=stop, out=out, snapshots=True):
         kind = ev["event"]
         now = time.perf_counter()
         if kind == "start":
             head = (f"Training a {ev['params']:,}-parameter ViT on **{ev['device_name']}**, "
-                    f"{ev['train_images']:,} {cfg.dataset} images")
+                    f"{ev['train_images']:,} {cfg.dataset} images" + (f" {note}" if note else ""))
             yield Update(status=head + " ... starting", progress=0.0)
             continue
         if kind == "step":
             steps.append((ev["epoch"], ev["loss"]))
+            pace.add(ev["images_per_s"])
             if now - last_emit >= every:
                 last_emit = now
                 status = (f"{head}  \nstep {ev['step']:,}, epoch {ev['epoch']:.2f}, loss {ev['loss']:.3f}, "
                           f"{ev['images_per_s']:.0f} images/s, elapsed {_fmt_time(ev['elapsed'])}, "
-                          f"about {_fmt_time(ev['eta'])} left")
+                          f"about {_fmt_time(ev['eta'])} left" + pace.note())
                 yield Update(status=status, progress=ev["progress"], curves=_curves(history, steps))
         elif kind == "snapshot":
             if ev["at"] == "epoch":  # big models keep fewer copies: memory is shared by every visitor
@@ -246,17 +274,6 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
             yield Update(status=status, progress=1.0, curves=_curves(history, steps), probes=probes, pos_tiles=pos,
                          done=True, model=copy.deepcopy(model).cpu().eval(), files=files, snapshots=kept)
             return
-
-
-RUN_PREFIX = "vitviz-run-"
-KEEP_RUN_DIRS = 20  # finished runs whose checkpoint files stay downloadable
-
-
-def prune_run_dirs(keep: int = KEEP_RUN_DIRS, root: str | None = None):
-    """Delete all but the `keep` newest run folders, so a long-lived app does not fill its disk."""
-    dirs = sorted(Path(root or tempfile.gettempdir()).glob(RUN_PREFIX + "*"), key=lambda p: p.stat().st_mtime)
-    for d in dirs[:max(0, len(dirs) - keep)]:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def keep_snapshot(kept: dict, epoch: int, model, most: int = 6):

@@ -60,6 +60,20 @@ class TrainConfig:
         return make_config(self.preset, image_size=spec["image_size"], in_chans=spec["in_chans"],
                            num_classes=len(spec["classes"]), **self.model_overrides())
 
+    def peak_memory_gb(self) -> float:
+        """An upper estimate of the memory a training step of this run takes, in GB, over the idle process.
+
+        Fitted to the peaks measured by benchmarks/train_memory.py on 2 CPU cores (widths 64-512, depths
+        4-12, batches 64-1024, patches 2 and 4): a fixed 0.4 GB, 12 bytes a parameter's float (weights,
+        gradients, AdamW's two moments, bf16 copies and the allocator's slack), 16x each layer's token
+        activations and 0.3x its attention matrices; it lies 1.1-1.6x above every measured peak."""
+        cfg = self.model_config()
+        n = cfg.num_patches + 1
+        params = sum(_param_count(cfg))
+        tokens = self.batch_size * cfg.depth * n * cfg.embed_dim * 4 * (1 + cfg.mlp_ratio) / 3
+        attention = self.batch_size * cfg.depth * cfg.num_heads * n * n * 4
+        return (0.4 * 2**30 + 12 * params * 4 + 16 * tokens + 0.3 * attention) / 2**30
+
     @classmethod
     def parse(cls, **values) -> "TrainConfig":
         """A validated config from loosely typed values (None or '' keeps a field's default)."""
@@ -116,6 +130,14 @@ def _model_problems(cfg: TrainConfig):
         yield f"Patch size {patch} does not divide the {size}-pixel {cfg.dataset} images; try {fits}."
     if heads >= 1 and width % heads:
         yield f"The width ({width}) must be divisible by the number of heads ({heads})."
+
+
+def _param_count(cfg: ViTConfig):
+    """The ViT's parameters by part, from its config (what vitviz.model.ViT allocates)."""
+    d, hidden = cfg.embed_dim, int(cfg.embed_dim * cfg.mlp_ratio)
+    yield cfg.in_chans * cfg.patch_size ** 2 * d + d + d + (cfg.num_patches + 1) * d  # patches, CLS, positions
+    yield cfg.depth * (4 * d + 3 * d * d + 3 * d + d * d + d + 2 * d * hidden + hidden + d)  # blocks
+    yield 2 * d + d * cfg.num_classes + cfg.num_classes  # final norm, head
 
 
 # (field, lowest, highest, how to say the range): the same bounds for the CLI and the app.

@@ -6,15 +6,13 @@ outputs, written once.
 """
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 
 import gradio as gr
 import numpy as np
 import torch
 from PIL import Image
 
-from .. import gallery, views
+from .. import gallery, scratch, views
 from ..card import card_of
 from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
 from .inputs import FUSIONS, PREDICTED, choice, number, patch_index, pixels_for, whole
@@ -74,7 +72,7 @@ def export(image, model_key: str = "cifar10", fusion: str = "mean", discard: flo
            state=None):
     """Every picture of the current Explore view as PNGs in a zip, and the raw attention as .npy."""
     view, ex, v = explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, state)
-    zpath, npath = views.export_view(view, ex.attn, tempfile.mkdtemp(prefix="vitviz-export-"))
+    zpath, npath = views.export_view(view, ex.attn, scratch.new_folder("export"))
     return [str(zpath), str(npath)], v
 
 
@@ -114,7 +112,7 @@ def random_test_image(model_key: str, state):
     arr = split.x[i].permute(1, 2, 0).numpy()
     im = Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr)
     label = DATASETS[ds]["classes"][int(split.y[i])]
-    path = Path(tempfile.mkdtemp(prefix="vitviz-")) / f"test_{i}_{label}.png"
+    path = scratch.new_folder("image") / f"test_{i}_{label}.png"
     im.save(path)
     return str(path), -1, f"Random test image #{i}; true label: **{label}**"
 

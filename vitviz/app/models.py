@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import gradio as gr
@@ -40,10 +41,40 @@ class Visitor:
             del self.models[k]
         self.last = None
 
+    def release(self):
+        """Let go of everything this visitor holds (they left, or their state expired)."""
+        self.models.clear()
+        self.last = None
+
 
 def visitor(state) -> Visitor:
     """The visitor's state; a fresh one for API callers and direct calls that pass none."""
     return state if isinstance(state, Visitor) else Visitor()
+
+
+_by_session: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def remember(v: Visitor, request) -> Visitor:
+    """Note whose state this is, so that it can be freed the moment they leave (see `release_session`)."""
+    key = getattr(request, "session_hash", None)
+    if key:
+        _by_session[key] = v
+    return v
+
+
+def release_session(request: gr.Request = None):
+    """demo.unload's handler: a visitor closed or reloaded the page, so their models go now (Gradio would
+    keep a closed session's state for an hour)."""
+    v = _by_session.pop(getattr(request, "session_hash", None) or "", None)
+    if v is not None:
+        v.release()
+
+
+def release_state(value):
+    """gr.State's delete_callback: the state expired (VITVIZ_STATE_TTL_S after the visitor's last action)."""
+    if isinstance(value, Visitor):
+        value.release()
 
 
 class SharedModels:
@@ -105,9 +136,9 @@ def resolve_model(key: str, state=None):
         raise gr.Error(f"The {SHARED[key]} could not be loaded: {e}") from None
 
 
-def upload_checkpoint(files, state=None):
+def upload_checkpoint(files, state=None, request: gr.Request = None):
     """Load an uploaded checkpoint (two files) into the visitor's state; it becomes the chosen model."""
-    v = visitor(state)
+    v = remember(visitor(state), request)
     paths = [f if isinstance(f, str) else getattr(f, "name", None) or f.get("path") for f in (files or [])]
     weights = [p for p in paths if str(p).endswith(".safetensors")]
     metas = [p for p in paths if str(p).endswith(".json")]

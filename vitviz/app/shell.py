@@ -12,7 +12,9 @@ from pathlib import Path
 import gradio as gr
 
 from . import compare, explore, model_tab, train_tab
-from .models import MODEL_CHOICES, Visitor, upload_checkpoint
+from .. import scratch
+from . import limits
+from .models import MODEL_CHOICES, Visitor, release_session, release_state, upload_checkpoint
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 INTRO = """# vitviz: see how a Vision Transformer sees
@@ -39,8 +41,9 @@ class Shell:
 
 
 def build_demo() -> gr.Blocks:
-    with gr.Blocks(title="vitviz: see how a ViT sees") as demo:
-        state = gr.State(Visitor())
+    scratch.prune_all()  # what an earlier run of the app left
+    with gr.Blocks(title="vitviz: see how a ViT sees", delete_cache=limits.delete_cache()) as demo:
+        state = gr.State(Visitor(), time_to_live=limits.get("VITVIZ_STATE_TTL_S"), delete_callback=release_state)
         gr.Markdown(INTRO)
         with gr.Row():
             model_dd = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Model", scale=3, elem_id="model-dd")
@@ -61,7 +64,7 @@ def build_demo() -> gr.Blocks:
 
         explain_event = explore.wire(ex, shell)
         model_tab.wire(mt, shell)
-        train_tab.wire(tr, shell, [cp["a"], cp["b"]])
+        train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
         compare.wire(cp, shell)
 
         model_view = model_tab.view_event(mt, shell)
@@ -74,6 +77,7 @@ def build_demo() -> gr.Blocks:
         if first:
             demo.load(lambda: first, None, ex["image"], api_visibility="private")
         demo.load(**model_view)
+        demo.unload(release_session)
     return demo
 
 
@@ -83,4 +87,5 @@ def launch(demo: gr.Blocks | None = None, **kw):
     kw.setdefault("allowed_paths", [str(ASSETS)])
     kw.setdefault("show_error", True)
     kw.setdefault("css", CSS)
+    kw.setdefault("max_file_size", limits.upload_limit())
     return demo.launch(**kw)

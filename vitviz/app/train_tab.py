@@ -8,6 +8,7 @@ itself is vitviz.live's stream over the same loop the CLI uses.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 
 import gradio as gr
@@ -17,10 +18,11 @@ from ..data import DATASETS
 from ..device import describe_device, pick_device
 from ..model import PRESETS, make_config
 from ..train_config import ConfigError
-from .models import MODEL_CHOICES, visitor
+from . import limits
+from .models import MODEL_CHOICES, remember, visitor
 from .widgets import pic, progress_html
 
-TRAIN_SLOTS = max(1, int(os.environ.get("VITVIZ_TRAIN_SLOTS", "1")))
+TRAIN_SLOTS = int(limits.get("VITVIZ_TRAIN_SLOTS"))
 ZERO_GPU = "SPACES_ZERO_GPU" in os.environ  # Hugging Face ZeroGPU: a GPU is attached per call
 
 
@@ -64,12 +66,14 @@ def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float 
               state=None, request: gr.Request = None):
     """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state,
     and at the end the Compare menus with the epoch snapshots). No argument: the default quick run."""
-    v = visitor(state)
+    v = remember(visitor(state), request)
     try:
         cfg = live.run_config(device(), **settings(dataset, preset, depth, heads, width, patch, epochs, time_budget,
                                                    batch_size, lr, subset, augment, seed))
     except ConfigError as e:
         raise gr.Error(str(e)) from None
+    cfg, capped = limits.cap_time(cfg)
+    limits.check_memory(cfg)
     if not live.data_available(cfg.dataset):
         raise gr.Error(f"The {cfg.dataset} data set is not available here: set VITVIZ_DATA to a folder or zip with "
                        "train/<class>/ and test/<class>/, or run where torchvision can download it. "
@@ -81,7 +85,7 @@ def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float 
     key = _session_key(request)
     stop = live.STOPS.new(key)
     try:
-        for up in live.stream_run(cfg, stop):
+        for up in live.stream_run(cfg, stop, note=capped):
             yield _outputs(up, v)
     finally:
         live.STOPS.clear(key, stop)
@@ -105,6 +109,35 @@ def _outputs(up: live.Update, v) -> tuple:
             up.pos_tiles if up.pos_tiles is not None else skip,
             up.files if up.files else skip,
             v, *menus)
+
+
+def _train_queue(demo: gr.Blocks) -> tuple[int, int]:
+    """(runs training now, visitors waiting for a slot), from Gradio's queue for the "train" events."""
+    try:
+        q = demo._queue.event_queue_per_concurrency_id["train"]
+        return q.current_concurrency, len(q.queue)
+    except (AttributeError, KeyError):  # no run yet, so no queue for it yet
+        return 0, 0
+
+
+def admission(demo: gr.Blocks):
+    """Gradio's validator for /train, run before a request joins the queue: past VITVIZ_TRAIN_QUEUE waiting
+    visitors, the next one is told to come back instead of joining an endless line."""
+
+    def admit(*args, **kwargs):
+        check_queue(demo)
+        return tuple(gr.validate(True, "") for _ in range(len(FORM) + 1))  # the form and the state are fine
+
+    admit.__signature__ = inspect.signature(train_run)
+    return admit
+
+
+def check_queue(demo: gr.Blocks):
+    running, waiting = _train_queue(demo)
+    bound = int(limits.get("VITVIZ_TRAIN_QUEUE"))
+    if running >= TRAIN_SLOTS and waiting >= bound:
+        raise gr.Error(f"The training queue is full: {running} run(s) training and {waiting} visitor(s) waiting. "
+                       "Please try again in a few minutes.")
 
 
 def stop_run(request: gr.Request = None) -> str:
@@ -180,13 +213,14 @@ FORM = ("dataset", "preset", "depth", "heads", "width", "patch", "epochs", "budg
         "augment", "seed")
 
 
-def wire(c: dict, shell, compare_menus: list):
+def wire(c: dict, shell, compare_menus: list, demo: gr.Blocks):
     c["preset"].change(preset_sizes, c["preset"], [c["depth"], c["heads"], c["width"], c["patch"]],
                        api_visibility="private")
     c["train"].click(train_run, [c[k] for k in FORM] + [shell.state],
                      [c["status"], c["progress"], c["curves"], c["probes"], c["pos"], c["files"], shell.state,
                       *compare_menus],
-                     api_name="train", concurrency_limit=TRAIN_SLOTS, concurrency_id="train",
+                     api_name="train", concurrency_limit=TRAIN_SLOTS, concurrency_id="train", validator=admission(demo),
+                     preprocess=False,  # TrainConfig.parse reads the raw values and answers each with a sentence
                      api_description="Train a ViT live; streams status, progress, curves and pictures.")
     c["stop"].click(stop_run, None, c["status"], api_name="stop", queue=False)
     c["use"].click(explore_trained, shell.state, [shell.model_dd, shell.tabs], api_visibility="private")

@@ -1,0 +1,62 @@
+"""Peak memory of a training step, measured, against TrainConfig.peak_memory_gb's estimate.
+
+    python benchmarks/train_memory.py            # the calibration grid (a few minutes on 2 cores)
+
+Each configuration runs two real training steps (AdamW, bf16 autocast where the CPU has it) in a fresh
+process; the growth of its peak resident memory over the idle process is what the Train tab's
+VITVIZ_TRAIN_MEMORY_GB bound is checked against.
+"""
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GRID = [(64, 4, 4, 256, 4), (192, 6, 6, 128, 4), (256, 4, 4, 512, 4), (512, 12, 16, 64, 4), (384, 8, 8, 256, 4),
+        (512, 12, 16, 256, 4), (128, 4, 4, 1024, 2)]
+
+
+def one(w: int, d: int, h: int, bs: int, patch: int) -> dict:
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from vitviz.data import CIFAR10_CLASSES, Dataset, Split
+    from vitviz.device import Precision, pick_device
+    from vitviz.train import build_model, make_optimizer, train_step
+    from vitviz.train_config import TrainConfig
+
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cfg = TrainConfig(preset="tiny", embed_dim=w, depth=d, num_heads=h, patch_size=patch, batch_size=bs)
+    empty = Split(torch.zeros(0, 3, 32, 32, dtype=torch.uint8), torch.zeros(0, dtype=torch.long))
+    data = Dataset("cifar10", empty, empty, empty, list(CIFAR10_CLASSES), (0.5,) * 3, (0.5,) * 3, True, "none")
+    model = build_model(cfg, data).train()
+    opt = make_optimizer(model, cfg)
+    precision = Precision(pick_device("cpu"))
+    x = torch.randn(bs, 3, 32, 32)
+    y = torch.nn.functional.one_hot(torch.zeros(bs, dtype=torch.long), 10).float()
+    t = time.perf_counter()
+    for _ in range(2):
+        train_step(model, opt, x, y, 1e-3, cfg, precision)
+    grow = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 2**20  # KiB -> GB
+    return dict(config=[w, d, h, bs, patch], measured_gb=round(grow, 2), estimate_gb=round(cfg.peak_memory_gb(), 2),
+                step_s=round((time.perf_counter() - t) / 2, 2))
+
+
+def main():
+    if len(sys.argv) == 6:
+        print(json.dumps(one(*map(int, sys.argv[1:]))))
+        return
+    print("width depth heads batch patch | measured GB | estimate GB | ratio | s/step")
+    for c in GRID:
+        out = subprocess.run([sys.executable, __file__, *map(str, c)], capture_output=True, text=True, timeout=600)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{' '.join(map(str, c)):>24} | {r['measured_gb']:11.2f} | {r['estimate_gb']:11.2f} | "
+              f"{r['estimate_gb'] / r['measured_gb']:5.2f} | {r['step_s']:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

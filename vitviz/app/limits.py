@@ -1,0 +1,70 @@
+"""What one visitor may use of a shared machine, each with a default for a free 2-core Space.
+
+Every bound is read from its environment variable when it is needed (tests and operators can
+change it without a restart); the README lists them all.
+
+    VITVIZ_MAX_TRAIN_SECONDS  300   no run trains longer, whatever it asks for
+    VITVIZ_TRAIN_SLOTS        1     runs at a time
+    VITVIZ_TRAIN_QUEUE        4     visitors who may wait for a slot; the next is told to come back
+    VITVIZ_TRAIN_MEMORY_GB    4     a run whose estimated peak memory is larger is refused
+    VITVIZ_MAX_UPLOAD_MB      20    largest upload (Gradio refuses a larger file before it is stored)
+    VITVIZ_CACHE_MAX_AGE_S    3600  Gradio's cached files older than this are deleted (checked every 10 min)
+    VITVIZ_STATE_TTL_S        1800  a visitor's own models are freed this long after their last action
+    VITVIZ_KEEP_FOLDERS       20    folders of each kind (runs, exports, images) kept on disk
+"""
+from __future__ import annotations
+
+import os
+
+import gradio as gr
+
+from ..train_config import TrainConfig
+
+DEFAULTS = {"VITVIZ_MAX_TRAIN_SECONDS": 300, "VITVIZ_TRAIN_SLOTS": 1, "VITVIZ_TRAIN_QUEUE": 4,
+            "VITVIZ_TRAIN_MEMORY_GB": 4.0, "VITVIZ_MAX_UPLOAD_MB": 20, "VITVIZ_CACHE_MAX_AGE_S": 3600,
+            "VITVIZ_STATE_TTL_S": 1800}
+
+
+def get(name: str) -> float:
+    """The bound's value: its environment variable if set to a positive number, else the default."""
+    raw = os.environ.get(name, "")
+    try:
+        v = float(raw)
+    except ValueError:
+        return DEFAULTS[name]
+    return v if v > 0 else DEFAULTS[name]
+
+
+def cap_time(cfg: TrainConfig) -> tuple[TrainConfig, str]:
+    """The run with its time budget capped; a note for the visitor when the cap applied."""
+    cap = get("VITVIZ_MAX_TRAIN_SECONDS")
+    if 0 < cfg.time_budget <= cap:
+        return cfg, ""
+    asked = f"{cfg.time_budget:g} s" if cfg.time_budget else "no time budget"
+    cfg.time_budget = cap
+    return cfg, f"(This machine trains for at most {cap:g} s a run; you asked for {asked}.)"
+
+
+def check_memory(cfg: TrainConfig):
+    """gr.Error, saying what would fit, when the run's estimated peak memory is over the bound."""
+    limit = get("VITVIZ_TRAIN_MEMORY_GB")
+    need = cfg.peak_memory_gb()
+    if need <= limit:
+        return
+    fits = cfg.batch_size
+    while fits > 8 and TrainConfig(**{**cfg.__dict__, "batch_size": fits}).peak_memory_gb() > limit:
+        fits //= 2
+    hint = (f"a batch of {fits} would fit" if fits < cfg.batch_size and
+            TrainConfig(**{**cfg.__dict__, "batch_size": fits}).peak_memory_gb() <= limit
+            else "a smaller width, depth or a larger patch size would")
+    raise gr.Error(f"This run would need about {need:.1f} GB of memory, more than the {limit:g} GB a run may use "
+                   f"on this machine; {hint}.")
+
+
+def upload_limit() -> str:
+    return f"{get('VITVIZ_MAX_UPLOAD_MB'):g}mb"
+
+
+def delete_cache() -> tuple[int, int]:
+    age = int(get("VITVIZ_CACHE_MAX_AGE_S"))
+    return min(600, age), age

@@ -1,0 +1,47 @@
+"""Folders the app makes for visitors (run checkpoints, exports, random test images), and their pruning.
+
+Every such folder is `<VITVIZ_WORK_DIR>/vitviz-<kind>-*` (default: the system's temporary
+folder); before a new one is made, all but the newest `VITVIZ_KEEP_FOLDERS` (default 20) of
+that kind are deleted, so a long-lived app, and one restarted many times, never fills its disk.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+KINDS = ("run", "export", "image")
+
+
+def root() -> Path:
+    return Path(os.environ.get("VITVIZ_WORK_DIR") or tempfile.gettempdir())
+
+
+def keep_default() -> int:
+    return max(1, int(os.environ.get("VITVIZ_KEEP_FOLDERS", "20")))
+
+
+def prune(kind: str, keep: int | None = None, where: str | Path | None = None):
+    """Delete all but the `keep` newest folders of this kind."""
+    keep = keep_default() if keep is None else keep
+    folders = [p for p in Path(where or root()).glob(f"vitviz-{kind}-*") if p.is_dir()]
+    folders.sort(key=lambda p: p.stat().st_mtime)
+    for d in folders[:max(0, len(folders) - keep)]:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def new_folder(kind: str) -> Path:
+    """A fresh folder of this kind, after pruning the old ones to make room for it."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}")
+    where = root()
+    where.mkdir(parents=True, exist_ok=True)
+    prune(kind, keep_default() - 1, where)
+    return Path(tempfile.mkdtemp(prefix=f"vitviz-{kind}-", dir=where))
+
+
+def prune_all():
+    """At start-up: what earlier runs of the app left is pruned like what this one makes."""
+    for kind in KINDS:
+        prune(kind)
