@@ -52,13 +52,32 @@ def test_memory_estimate_covers_what_a_step_uses():
 
 
 def test_pace_tells_when_a_run_is_slowed():
-    pace = live.Pace(window=3)
+    busy = [0]
+    pace = live.Pace(("model", 1), window=3, others=lambda: busy[0])
     for v in (100, 100, 100):
         pace.add(v)
     assert pace.note() == ""
     for v in (30, 30, 30):
         pace.add(v)
-    assert "30% of this run's best speed" in pace.note()
+    assert "30% of the best speed" in pace.note() and "Slowed down" in pace.note()
+    busy[0] = 2
+    assert "2 other request(s)" in pace.note()
+    # a later run of the same model knows the best speed from the start, even when slowed from its first step
+    later = live.Pace(("model", 1), window=3, others=lambda: 1)
+    for v in (40, 40, 40):
+        later.add(v)
+    assert "40% of the best speed" in later.note()
+
+
+def test_explore_requests_are_counted_as_activity():
+    from vitviz.app.activity import Activity
+
+    a = Activity(window=0.2)
+    with a:
+        assert a.recent() == 1
+    assert a.recent() == 1
+    time.sleep(0.25)
+    assert a.recent() == 0
 
 
 def test_visitor_models_are_freed_when_they_leave_or_expire():

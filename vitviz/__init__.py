@@ -1,4 +1,8 @@
 """vitviz: see how a Vision Transformer sees."""
+from . import zerogpu
+
+if zerogpu.enabled():
+    import spaces  # noqa: F401  ZeroGPU needs it imported before anything touches CUDA
 from .card import ModelCard, card_of, describe
 from .data import preprocess
 from .model import PRESETS, ViT, ViTConfig, make_config

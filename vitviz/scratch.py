@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-KINDS = ("run", "export", "image")
+KINDS = ("run", "export", "image", "stop")
 
 
 def root() -> Path:

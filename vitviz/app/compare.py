@@ -8,6 +8,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import gallery, views
+from .activity import ACTIVITY
 from .inputs import FUSIONS, choice, number, pixels_for
 from .models import MODEL_CHOICES, resolve_model
 from .widgets import pic
@@ -21,11 +22,12 @@ def compare(image, model_a: str = "cifar10", model_b: str = "mnist", fusion: str
     fusion = choice(fusion, "Head fusion", FUSIONS, default="mean")
     discard = number(discard, "The discard ratio", 0.0, 0.99, default=0.0)
     out = []
-    for key in (model_a, model_b):
-        model = resolve_model(key, state)
-        ex = views.analyse(model, pixels_for(model, image))
-        view = views.render_explore(model, ex, fusion, discard, compact=True)
-        out += [getattr(view, name) for name in SIDE]
+    with ACTIVITY:
+        for key in (model_a, model_b):
+            model = resolve_model(key, state)
+            ex = views.analyse(model, pixels_for(model, image))
+            view = views.render_explore(model, ex, fusion, discard, compact=True)
+            out += [getattr(view, name) for name in SIDE]
     return tuple(out)
 
 

@@ -15,6 +15,7 @@ from PIL import Image
 from .. import gallery, scratch, views
 from ..card import card_of
 from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
+from .activity import ACTIVITY
 from .inputs import FUSIONS, PREDICTED, choice, number, patch_index, pixels_for, whole
 from .models import resolve_model, visitor
 from .widgets import pic
@@ -24,6 +25,11 @@ def explore_view(image, model_key: str = "cifar10", fusion: str = "mean", discar
                  target: str = PREDICTED, layer: float = 6, head: float = 1, patch: float = -1,
                  alpha: float = 0.6, smooth: bool = True, state=None):
     """(ExploreView, Explanation, visitor) for one image and one set of options."""
+    with ACTIVITY:
+        return _explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, state)
+
+
+def _explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, state):
     v = visitor(state)
     model = resolve_model(model_key, v)
     cfg = card_of(model).config
@@ -60,10 +66,11 @@ def explain(image, model_key: str = "cifar10", fusion: str = "mean", discard: fl
 @torch.inference_mode()
 def predict(image, model_key: str = "cifar10", state=None) -> dict[str, float]:
     """Top-5 class probabilities for an image, in gr.Label's format."""
-    model = resolve_model(model_key, state)
-    card = card_of(model)
-    pixels = pixels_for(model, image)
-    probs = model(pixels_to_tensor(pixels, card.mean, card.std))[0].float().softmax(-1)
+    with ACTIVITY:
+        model = resolve_model(model_key, state)
+        card = card_of(model)
+        pixels = pixels_for(model, image)
+        probs = model(pixels_to_tensor(pixels, card.mean, card.std))[0].float().softmax(-1)
     return views.top_k(model, probs)
 
 

@@ -11,6 +11,7 @@ change it without a restart); the README lists them all.
     VITVIZ_CACHE_MAX_AGE_S    3600  Gradio's cached files older than this are deleted (checked every 10 min)
     VITVIZ_STATE_TTL_S        1800  a visitor's own models are freed this long after their last action
     VITVIZ_KEEP_FOLDERS       20    folders of each kind (runs, exports, images) kept on disk
+    VITVIZ_QUEUE_SIZE         64    requests waiting in Gradio's queue, all events together
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ..train_config import TrainConfig
 
 DEFAULTS = {"VITVIZ_MAX_TRAIN_SECONDS": 300, "VITVIZ_TRAIN_SLOTS": 1, "VITVIZ_TRAIN_QUEUE": 4,
             "VITVIZ_TRAIN_MEMORY_GB": 4.0, "VITVIZ_MAX_UPLOAD_MB": 20, "VITVIZ_CACHE_MAX_AGE_S": 3600,
-            "VITVIZ_STATE_TTL_S": 1800}
+            "VITVIZ_STATE_TTL_S": 1800, "VITVIZ_QUEUE_SIZE": 64}
 
 
 def get(name: str) -> float:
@@ -35,9 +36,9 @@ def get(name: str) -> float:
     return v if v > 0 else DEFAULTS[name]
 
 
-def cap_time(cfg: TrainConfig) -> tuple[TrainConfig, str]:
-    """The run with its time budget capped; a note for the visitor when the cap applied."""
-    cap = get("VITVIZ_MAX_TRAIN_SECONDS")
+def cap_time(cfg: TrainConfig, also: float | None = None) -> tuple[TrainConfig, str]:
+    """The run with its time budget capped (at `also` too, when given); a note for the visitor when it applied."""
+    cap = get("VITVIZ_MAX_TRAIN_SECONDS") if also is None else min(get("VITVIZ_MAX_TRAIN_SECONDS"), also)
     if 0 < cfg.time_budget <= cap:
         return cfg, ""
     asked = f"{cfg.time_budget:g} s" if cfg.time_budget else "no time budget"
@@ -59,6 +60,12 @@ def check_memory(cfg: TrainConfig):
             else "a smaller width, depth or a larger patch size would")
     raise gr.Error(f"This run would need about {need:.1f} GB of memory, more than the {limit:g} GB a run may use "
                    f"on this machine; {hint}.")
+
+
+def queue_size() -> int:
+    """The most requests waiting in Gradio's queue (VITVIZ_QUEUE_SIZE, default 64); explicit, because on
+    ZeroGPU Gradio would otherwise make it 1."""
+    return int(get("VITVIZ_QUEUE_SIZE"))
 
 
 def upload_limit() -> str:

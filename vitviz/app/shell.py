@@ -83,7 +83,7 @@ def build_demo() -> gr.Blocks:
 
 def launch(demo: gr.Blocks | None = None, **kw):
     demo = demo or build_demo()
-    demo.queue(default_concurrency_limit=2)
+    demo.queue(default_concurrency_limit=2, max_size=limits.queue_size())
     kw.setdefault("allowed_paths", [str(ASSETS)])
     kw.setdefault("show_error", True)
     kw.setdefault("css", CSS)

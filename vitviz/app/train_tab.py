@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 
 import gradio as gr
 
-from .. import live
+from .. import live, zerogpu
 from ..data import DATASETS
 from ..device import describe_device, pick_device
 from ..model import PRESETS, make_config
 from ..train_config import ConfigError
 from . import limits
+from .activity import ACTIVITY
 from .models import MODEL_CHOICES, remember, visitor
 from .widgets import pic, progress_html
 
 TRAIN_SLOTS = int(limits.get("VITVIZ_TRAIN_SLOTS"))
-ZERO_GPU = "SPACES_ZERO_GPU" in os.environ  # Hugging Face ZeroGPU: a GPU is attached per call
+ZERO_GPU = zerogpu.enabled()  # Hugging Face ZeroGPU: a GPU is attached for each run
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,7 +72,7 @@ def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float 
                                                    batch_size, lr, subset, augment, seed))
     except ConfigError as e:
         raise gr.Error(str(e)) from None
-    cfg, capped = limits.cap_time(cfg)
+    cfg, capped = limits.cap_time(cfg, zerogpu.gpu_seconds_cap() - GPU_MARGIN_S if ZERO_GPU else None)
     limits.check_memory(cfg)
     if not live.data_available(cfg.dataset):
         raise gr.Error(f"The {cfg.dataset} data set is not available here: set VITVIZ_DATA to a folder or zip with "
@@ -83,9 +83,9 @@ def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float 
     except ConfigError as e:
         raise gr.Error(str(e)) from None
     key = _session_key(request)
-    stop = live.STOPS.new(key)
+    stop = live.STOPS.new(key, across_processes=ZERO_GPU)  # on ZeroGPU the run lives in a forked worker
     try:
-        for up in live.stream_run(cfg, stop, note=capped):
+        for up in stream(cfg, stop, note=capped, others=ACTIVITY.recent):
             yield _outputs(up, v)
     finally:
         live.STOPS.clear(key, stop)
@@ -152,13 +152,19 @@ def explore_trained(state):
     return gr.update(value="session"), gr.Tabs(selected="explore")
 
 
-if ZERO_GPU:  # On Hugging Face ZeroGPU the run asks for a GPU; elsewhere nothing changes.
-    try:
-        import spaces
+GPU_MARGIN_S = 20  # GPU time for the final validation and pictures, past the run's training budget
 
-        train_run = spaces.GPU(duration=300)(train_run)
-    except ImportError:  # pragma: no cover
-        pass
+
+def gpu_seconds(cfg, *args, **kwargs) -> int:
+    """How much GPU time a run asks ZeroGPU for: its training budget and the margin, at most the cap."""
+    return int(min(zerogpu.gpu_seconds_cap(), cfg.time_budget + GPU_MARGIN_S))
+
+
+stream = live.stream_run
+if ZERO_GPU:  # the run (only the run: its data is loaded before, in this process) asks for a GPU
+    import spaces
+
+    stream = spaces.GPU(duration=gpu_seconds)(live.stream_run)
 
 
 # ---------------------------------------------------------------- layout and wiring
