@@ -3,6 +3,8 @@
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+if os.environ.get("SPACE_ID") and os.access("/data", os.W_OK):  # a Space with persistent storage:
+    os.environ.setdefault("TORCH_HOME", "/data/torch")  # downloaded weights (ViT-B/16) survive restarts
 
 from vitviz.app import build_demo, launch  # noqa: E402
 

@@ -53,25 +53,29 @@ def start_app(data: str | None) -> tuple[subprocess.Popen, str]:
             time.sleep(0.5)
 
 
-def explore_loop(url: str, done: threading.Event, hard_stop: float, out: list[float]):
+def explore_loop(url: str, done: threading.Event, hard_stop: float, out: list[float], errors: list[str]):
     client = Client(url, verbose=False)
     images = [p for p, _ in gallery.items("cifar10")]
     i = 0
     while not done.is_set() and time.time() < hard_stop:
         t = time.perf_counter()
-        client.predict(handle_file(images[i % len(images)]), patch=i % 64, api_name="/explain")
-        out.append(time.perf_counter() - t)
+        try:
+            client.predict(handle_file(images[i % len(images)]), patch=i % 64, api_name="/explain")
+            out.append(time.perf_counter() - t)
+        except Exception as e:  # counted and reported, not hidden
+            errors.append(type(e).__name__)
         i += 1
 
 
 def one_round(url: str, clients: int, budget: float) -> dict:
     done = threading.Event()
     latencies: list[float] = []
+    errors: list[str] = []
     hard_stop = time.time() + budget + 60
     job = Client(url, verbose=False).submit(dataset="cifar10", time_budget=budget, epochs=200, api_name="/train")
     while not job.outputs() and time.time() < hard_stop:  # the run has started
         time.sleep(0.2)
-    threads = [threading.Thread(target=explore_loop, args=(url, done, hard_stop, latencies)) for _ in range(clients)]
+    threads = [threading.Thread(target=explore_loop, args=(url, done, hard_stop, latencies, errors)) for _ in range(clients)]
     for t in threads:
         t.start()
     job.result()
@@ -82,7 +86,7 @@ def one_round(url: str, clients: int, budget: float) -> dict:
     steps = int(re.search(r"after ([\d,]+) steps", final).group(1).replace(",", ""))
     slowed = any("Slowed by other visitors" in str(o[0]) for o in job.outputs())
     lat = sorted(latencies)
-    return {"clients": clients, "steps": steps, "calls": len(lat), "slowed_note": slowed,
+    return {"clients": clients, "steps": steps, "calls": len(lat), "slowed_note": slowed, "errors": len(errors),
             "median_ms": 1000 * statistics.median(lat) if lat else None,
             "p90_ms": 1000 * lat[int(0.9 * (len(lat) - 1))] if lat else None}
 
@@ -100,12 +104,13 @@ def main():
         server.kill()
     base = rows[0]["steps"] if rows and rows[0]["clients"] == 0 else None
     print(f"training run: quick preset, {a.budget:g} s budget, on {os.cpu_count()} cores")
-    print("Explore clients | /explain calls | median ms | p90 ms | training steps | share of 0 clients | note shown")
+    print("Explore clients | /explain calls (errors) | median ms | p90 ms | training steps | share of 0 clients | "
+          "note shown")
     for r in rows:
         share = f"{100 * r['steps'] / base:.0f}%" if base else "-"
         med = f"{r['median_ms']:.0f}" if r["median_ms"] else "-"
         p90 = f"{r['p90_ms']:.0f}" if r["p90_ms"] else "-"
-        print(f"{r['clients']:15d} | {r['calls']:14d} | {med:>9} | {p90:>6} | {r['steps']:14d} | {share:>18} | "
+        print(f"{r['clients']:15d} | {r['calls']:14d} ({r['errors']}) | {med:>9} | {p90:>6} | {r['steps']:14d} | {share:>18} | "
               f"{'yes' if r['slowed_note'] else 'no'}")
 
 

@@ -14,7 +14,7 @@ from vitviz import space, zerogpu
 
 def front_matter(readme: str) -> dict:
     head = readme.split("---")[1]
-    return dict(line.split(": ", 1) for line in head.strip().splitlines())
+    return {k: v.strip('"') for k, v in (line.split(": ", 1) for line in head.strip().splitlines())}
 
 
 @pytest.fixture(scope="module", params=["cpu", "zerogpu"])

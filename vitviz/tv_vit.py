@@ -70,8 +70,22 @@ def config_of(model) -> ViTConfig:
                      mlp_ratio=model.mlp_dim / model.hidden_dim, num_classes=model.num_classes, dropout=0.0)
 
 
+def weights_folder() -> str:
+    """Where torchvision keeps downloaded weights (TORCH_HOME/hub/checkpoints; on a Space with persistent
+    storage app.py points TORCH_HOME at /data, so they survive restarts)."""
+    import os
+
+    return os.path.join(torch.hub.get_dir(), "checkpoints")
+
+
+def weights_cached() -> bool:
+    import os
+
+    return os.path.isfile(os.path.join(weights_folder(), "vit_b_16-c867db91.pth"))
+
+
 def load_vit_b_16(pretrained: bool = True, device="cpu"):
-    """torchvision's vit_b_16, ImageNet-1k weights (downloaded and cached by torchvision) or random.
+    """torchvision's vit_b_16, ImageNet-1k weights (downloaded once into `weights_folder()`) or random.
 
     The returned model carries its card (vitviz.card) like ours.
     """
@@ -84,8 +98,8 @@ def load_vit_b_16(pretrained: bool = True, device="cpu"):
             model = vit_b_16(weights=weights)
         except Exception as e:  # no internet, a broken cache
             raise RuntimeError(
-                "the pretrained ViT-B/16 weights could not be downloaded; this needs internet once "
-                f"(torchvision caches them afterwards). ({type(e).__name__})"
+                "the pretrained ViT-B/16 weights (330 MB) could not be downloaded; this needs internet once, "
+                f"after which they are kept in {weights_folder()}. ({type(e).__name__})"
             ) from None
     else:
         torch.manual_seed(0)

@@ -17,6 +17,7 @@ from ..card import card_of
 from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
 from .activity import ACTIVITY
 from .inputs import FUSIONS, PREDICTED, choice, number, patch_index, pixels_for, whole
+from . import models
 from .models import resolve_model, visitor
 from .widgets import pic
 
@@ -130,11 +131,17 @@ def click_patch(model_key: str, state, evt: gr.SelectData):
     return views.click_to_patch(x, y, views.display_size(cfg), cfg.grid_size)
 
 
-def controls_for(model_key: str, state):
+def controls_for(model_key: str, state, progress=gr.Progress(track_tqdm=True)):
     """When the model changes: its class list, slider ranges and example gallery; the patch goes back to none.
 
     A model that cannot be had (ViT-B/16 without internet, no session model yet) gets a warning and the menu
-    goes back to the shipped CIFAR-10 model."""
+    goes back to the shipped CIFAR-10 model. A first ViT-B/16 load shows the download's progress (torchvision's
+    tqdm bar, tracked) and says where the weights are kept; it holds up no one else (a lock per model)."""
+    if model_key == "vit_b_16" and not models.MODELS.loaded("vit_b_16"):
+        from ..tv_vit import weights_cached, weights_folder
+
+        progress(0, desc="Loading ViT-B/16" + ("" if weights_cached() else " (downloading 330 MB once)"))
+        gr.Info(f"ViT-B/16's weights are kept in {weights_folder()}.")
     try:
         model = resolve_model(model_key, state)
     except gr.Error as e:
