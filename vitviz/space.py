@@ -39,7 +39,8 @@ def _readme(hardware: str) -> str:
     import gradio
 
     front = {"title": "vitviz", "emoji": "🔍", "colorFrom": "indigo", "colorTo": "yellow", "sdk": "gradio",
-             "sdk_version": gradio.__version__, "python_version": f'"{HARDWARE[hardware]["python"]}"',  # quoted: YAML reads 3.10 as 3.1 "app_file": "app.py",
+             "sdk_version": gradio.__version__, "app_file": "app.py",
+             "python_version": f'"{HARDWARE[hardware]["python"]}"',  # quoted: YAML would read 3.10 as 3.1
              "pinned": "false", "license": "mit", "short_description": "See how a Vision Transformer sees"}
     lines = ["---"] + [f"{k}: {v}" for k, v in front.items()] + ["---", ""]
     where = ("ZeroGPU (a GPU is attached for each training run; set the Space's hardware to ZeroGPU)"
