@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 import torch
 
-from .. import checkpoint
+from .. import checkpoint, memory
 from ..hub import load_model
 
 SHARED = {"cifar10": "CIFAR-10 ViT (shipped)", "mnist": "MNIST ViT (shipped)",
@@ -42,9 +42,13 @@ class Visitor:
         self.last = None
 
     def release(self):
-        """Let go of everything this visitor holds (they left, or their state expired)."""
+        """Let go of everything this visitor holds (they left, or their state expired), and give the memory
+        back to the OS."""
+        held = bool(self.models)
         self.models.clear()
         self.last = None
+        if held:
+            memory.give_back()
 
 
 def visitor(state) -> Visitor:

@@ -12,7 +12,7 @@ import inspect
 
 import gradio as gr
 
-from .. import live, zerogpu
+from .. import live, memory, zerogpu
 from ..data import DATASETS
 from ..device import describe_device, pick_device
 from ..model import PRESETS, make_config
@@ -89,6 +89,7 @@ def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float 
             yield _outputs(up, v)
     finally:
         live.STOPS.clear(key, stop)
+        memory.give_back()  # what the run's activations and optimizer held
 
 
 def _outputs(up: live.Update, v) -> tuple:
