@@ -176,7 +176,8 @@ def build() -> dict:
     tiny = make_config(q["preset"])
     where = "a GPU (ZeroGPU, attached for each run)" if ZERO_GPU else describe_device(device())
     gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{where}**; {TRAIN_SLOTS} run(s) at a "
-                f"time on this machine (others wait in line, with their place shown). {live.data_note()}")
+                f"time on this machine, at most {limits.get('VITVIZ_MAX_TRAIN_SECONDS'):g} s each (others wait in "
+                f"line, with their place shown). {live.data_note()}")
     c = {}
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
