@@ -235,3 +235,29 @@ def test_every_strange_value_gets_a_sentence_through_plain_rest(app):
             assert not any(w in text for w in RAW_MESSAGES), (raw, slot, text)
     assert httpx.get(app + "gradio_api/info").status_code == 200  # still up
     assert "event: complete" in call_raw(app, "predict", "[%s, \"cifar10\"]" % image)
+
+
+def test_gradio_cache_is_cleared_on_a_schedule(monkeypatch):
+    assert build_demo().delete_cache == (600, 3600)
+    monkeypatch.setenv("VITVIZ_CACHE_MAX_AGE_S", "120")
+    assert build_demo().delete_cache == (120, 120)
+
+
+def test_a_first_vit_b_16_load_shows_progress_and_where_its_weights_go(monkeypatch):
+    from vitviz.tv_vit import weights_folder
+
+    shown, infos = [], []
+    from vitviz.hub import load_model
+
+    def loader(key):
+        if key == "vit_b_16":
+            raise RuntimeError("no internet here")
+        return load_model(key)
+
+    monkeypatch.setattr(models, "MODELS", models.SharedModels(loader))
+    monkeypatch.setattr(explore.gr, "Info", lambda msg: infos.append(msg))
+    monkeypatch.setattr(explore.gr, "Warning", lambda msg: infos.append(msg))
+    out = explore.controls_for("vit_b_16", None, progress=lambda *a, **k: shown.append(k.get("desc", "")))
+    assert shown and "Loading ViT-B/16" in shown[0]
+    assert any(weights_folder() in m for m in infos)
+    assert out[0] == "cifar10" and any("no internet" in m for m in infos)  # the menu falls back, with a sentence
