@@ -18,3 +18,32 @@ def synthetic_cifar(n_train=256, n_val=64, n_test=64, seed=0) -> Dataset:
 
     return Dataset("cifar10", make(n_train), make(n_val), make(n_test), list(CIFAR10_CLASSES),
                    (0.5, 0.5, 0.5), (0.25, 0.25, 0.25), True, "synthetic")
+
+
+def serve_app(folder, env: dict, seconds: float = 120):
+    """Start `python app.py` in `folder` on 127.0.0.1 with `env` added; (server process, gradio_client Client)
+    once it answers. Fails the test, with the app's output, if it does not within `seconds`."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import pytest
+    from gradio_client import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", **env}
+    server = subprocess.Popen([sys.executable, "app.py"], cwd=folder, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + seconds
+    while True:
+        try:
+            return server, Client(f"http://127.0.0.1:{port}/", verbose=False)
+        except Exception:
+            if time.time() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail(f"the app in {folder} did not start:\n" + (server.stdout.read() or "")[-3000:])
+            time.sleep(0.5)

@@ -1,14 +1,12 @@
 """`python -m vitviz.space` writes a folder that Spaces accepts: front matter, pins, LFS rules, sizes; it boots."""
 import fnmatch
-import os
-import subprocess
-import sys
 import time
 
 import gradio
 import pytest
 
-from test_app import EXAMPLE, free_port
+from helpers import serve_app
+from test_app import EXAMPLE
 from vitviz import space, zerogpu
 
 
@@ -64,21 +62,10 @@ def test_the_cpu_folder_boots_and_answers(folder):
     hardware, out = folder
     if hardware != "cpu":
         pytest.skip("the ZeroGPU folder needs its own torch; see test_zerogpu_boot")
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
-    port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "PYTHONPATH": ""}
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=out, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server, client = serve_app(out, {"PYTHONPATH": ""})
     try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-                break
-            except Exception:
-                assert time.time() < deadline and server.poll() is None, "the Space folder's app did not start"
-                time.sleep(0.5)
         assert len(client.predict(handle_file(EXAMPLE), api_name="/predict")["confidences"]) == 5
     finally:
         server.kill()

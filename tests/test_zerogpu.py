@@ -6,16 +6,14 @@ grants no GPU (503), as a busy ZeroGPU would.
 """
 import json
 import os
-import subprocess
-import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from helpers import serve_app
 from test_app import EXAMPLE, free_port
 
 pytest.importorskip("spaces")
@@ -47,24 +45,8 @@ class DeviceAPI(BaseHTTPRequestHandler):
 def zero_app(small_data):
     api = ThreadingHTTPServer(("127.0.0.1", free_port()), DeviceAPI)
     threading.Thread(target=api.serve_forever, daemon=True).start()
-    port = free_port()
-    env = {**os.environ, "SPACES_ZERO_GPU": "true", "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_SERVER_NAME": "127.0.0.1", "VITVIZ_ZEROGPU_MAX_S": "120",
-           "SPACES_ZERO_DEVICE_API_URL": f"http://127.0.0.1:{api.server_address[1]}"}
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    from gradio_client import Client
-
-    deadline = time.time() + 120
-    while True:
-        try:
-            client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-            break
-        except Exception:
-            if time.time() > deadline or server.poll() is not None:
-                server.kill()
-                pytest.fail("the app did not boot in ZeroGPU mode:\n" + (server.stdout.read() or "")[-3000:])
-            time.sleep(0.5)
+    server, client = serve_app(ROOT, {"SPACES_ZERO_GPU": "true", "VITVIZ_ZEROGPU_MAX_S": "120",
+                                      "SPACES_ZERO_DEVICE_API_URL": f"http://127.0.0.1:{api.server_address[1]}"})
     yield client
     server.kill()
     api.shutdown()
