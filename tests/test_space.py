@@ -61,7 +61,7 @@ def test_the_folder_refuses_to_overwrite(tmp_path):
 def test_the_cpu_folder_boots_and_answers(folder):
     hardware, out = folder
     if hardware != "cpu":
-        pytest.skip("the ZeroGPU folder needs its own torch; see test_zerogpu_boot")
+        pytest.skip("the ZeroGPU folder pins its own torch; tests/test_zerogpu.py boots the app in ZeroGPU mode")
     from gradio_client import handle_file
 
     server, client = serve_app(out, {"PYTHONPATH": ""})
