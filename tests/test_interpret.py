@@ -145,3 +145,36 @@ def test_bad_arguments(tiny_model):
         I.gradient_rollout(tiny_model, torch.randn(1, 3, 32, 32), target=10)
     with pytest.raises(ValueError):
         I.patch_attention(rand_attn(), 16)
+
+
+def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model):
+    x = torch.randn(2, 3, 32, 32)
+    got = I.occlusion(tiny_model, x, batch_size=10)  # several batches per image
+    assert got.shape == (2, 64)
+    with torch.no_grad():
+        probs = tiny_model(x).softmax(-1)
+        t = probs.argmax(-1)
+        for b in range(2):
+            for p in (0, 9, 37, 63):
+                r, c = divmod(p, 8)
+                xo = x[b:b + 1].clone()
+                xo[..., 4 * r:4 * r + 4, 4 * c:4 * c + 4] = 0.0  # the mean colour, normalised
+                want = probs[b, t[b]] - tiny_model(xo).softmax(-1)[0, t[b]]
+                assert got[b, p].item() == pytest.approx(want.item(), abs=1e-5)
+    other = I.occlusion(tiny_model, x, target=(int(t[0]) + 1) % 10)
+    assert not torch.allclose(other[0], got[0])  # class-specific
+
+
+def test_token_norms_match_running_the_blocks_by_hand(tiny_model):
+    x = torch.randn(2, 3, 32, 32)
+    got = I.token_norms(tiny_model, x)
+    assert got.shape == (2, 2, 65)
+    with torch.no_grad():
+        m = tiny_model
+        h = m.patch_embed(x)
+        h = torch.cat([m.cls_token.expand(2, -1, -1), h], 1) + m.pos_embed
+        for layer, blk in enumerate(m.blocks):
+            h = h + blk.attn(blk.norm1(h))[0]
+            h = h + blk.mlp(blk.norm2(h))
+            torch.testing.assert_close(got[:, layer], h.norm(dim=-1))
+    assert not m.blocks[0]._forward_hooks  # no hook left behind

@@ -70,3 +70,14 @@ def test_every_interpret_function_accepts_it(vit, x):
     torch.testing.assert_close(s.diagonal(), torch.ones(196), atol=1e-5, rtol=0)
     comps, var = I.patch_embed_components(vit, 8)
     assert comps.shape == (8, 3, 16, 16)
+
+
+def test_token_norms_of_vit_b_16(vit, x):
+    got = I.token_norms(vit, x)
+    assert got.shape == (1, 12, 197)
+    with torch.no_grad():
+        h = vit._process_input(x)
+        h = torch.cat([vit.class_token.expand(1, -1, -1), h], 1) + vit.encoder.pos_embedding
+        for layer, blk in enumerate(vit.encoder.layers):
+            h = blk(h)
+            torch.testing.assert_close(got[:, layer], h.norm(dim=-1))

@@ -214,3 +214,58 @@ def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
         "attn": torch.stack([a.detach() for a in attns], 1).float(),
         "grad_rollout": _relevance(attns, grads),
     }
+
+
+# ---------------------------------------------------------------- occlusion and token norms
+
+
+@torch.no_grad()
+def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256) -> torch.Tensor:
+    """How much the target class's probability falls when one patch is hidden: (B, C, H, W) -> (B, P).
+
+    A hidden patch is set to the data set's mean colour, which is 0 in the normalised input `x`. `target`
+    None means the predicted class. All B x P occluded images run as batches of `batch_size`."""
+    patch = _patch_size(model)
+    B, _, H, W = x.shape
+    gh, gw = H // patch, W // patch
+    with _eval_mode(model):
+        probs = model(x).float().softmax(-1)
+        t = _targets(probs, target)
+        base = probs.gather(1, t[:, None])[:, 0]  # (B,)
+        drops = torch.empty(B, gh * gw)
+        for b in range(B):
+            for start in range(0, gh * gw, batch_size):
+                ps = torch.arange(start, min(start + batch_size, gh * gw))
+                xs = x[b:b + 1].repeat(len(ps), 1, 1, 1)
+                mask = torch.ones(len(ps), gh, gw, device=x.device)
+                mask.view(len(ps), -1)[torch.arange(len(ps)), ps] = 0
+                mask = mask.repeat_interleave(patch, 1).repeat_interleave(patch, 2)[:, None]  # (n, 1, H, W)
+                p = model(xs * mask).float().softmax(-1)[:, t[b]]
+                drops[b, start:start + len(ps)] = (base[b] - p).cpu()
+    return drops
+
+
+@torch.no_grad()
+def token_norms(model, x: torch.Tensor) -> torch.Tensor:
+    """The L2 norm of every token after each block: (B, C, H, W) -> (B, L, N), CLS first. Large ViTs grow a
+    few high-norm tokens that dominate attention (Darcet et al., 2024, "Vision Transformers Need Registers")."""
+    norms: list[torch.Tensor] = []
+
+    def keep(module, args, output):
+        tokens = output[0] if isinstance(output, tuple) else output  # ours returns (tokens, attention)
+        norms.append(tokens.float().norm(dim=-1))
+
+    handles = [blk.register_forward_hook(keep) for blk in _adapter(model).blocks]
+    try:
+        with _eval_mode(model):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.stack(norms, 1)
+
+
+def _patch_size(model) -> int:
+    from .card import card_of
+
+    return card_of(model).config.patch_size

@@ -37,6 +37,7 @@ class TorchvisionAdapter:
         self.patch_size = model.patch_size
         self.pos_embed = model.encoder.pos_embedding  # (1, N, D)
         self.patch_embed = _PatchEmbed(model.conv_proj)
+        self.blocks = model.encoder.layers  # each returns the (B, N, D) tokens
 
     def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
         attns: list[torch.Tensor] = []
