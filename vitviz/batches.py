@@ -13,6 +13,14 @@ from .data import Dataset, augment, mix_batch, normalize, random_erase
 from .train_config import ConfigError, TrainConfig
 
 
+def check_batch(cfg: TrainConfig, images: int):
+    """ConfigError with a sentence when a batch is larger than the run's training images."""
+    n = min(images, cfg.subset) if cfg.subset else images
+    if cfg.batch_size > n:
+        raise ConfigError(f"The batch size ({cfg.batch_size}) is larger than the {n:,} training images here; "
+                          f"use a batch of at most {n}.")
+
+
 class Batches:
     """Training batches from uint8 images resident on the device: a reshuffle per epoch, then crop and flip,
     normalisation, random erasing and CutMix/Mixup, all as whole-batch tensor ops."""
@@ -22,9 +30,7 @@ class Batches:
         if cfg.subset and cfg.subset < len(y):
             idx = torch.randperm(len(y), generator=torch.Generator().manual_seed(cfg.seed + 1))[:cfg.subset]
             x, y = x[idx], y[idx]
-        if cfg.batch_size > len(y):
-            raise ConfigError(f"The batch size ({cfg.batch_size}) is larger than the {len(y)} training images; "
-                              f"use a batch of at most {len(y)}.")
+        check_batch(cfg, len(y))
         self.x, self.y, self.cfg, self.card, self.gen = x.to(device), y.to(device), cfg, card, generator
         self.n, self.size = len(y), cfg.batch_size
         self.per_epoch = max(1, self.n // self.size)

@@ -23,7 +23,8 @@ from . import interpret as I
 from . import render as R
 from .data import Dataset, load_dataset, normalize
 from .card import card_of
-from .train import ConfigError, TrainConfig, train
+from .batches import check_batch
+from .train import TrainConfig, train
 
 _datasets: dict[str, Dataset] = {}
 _data_lock = threading.Lock()
@@ -46,12 +47,8 @@ def data_available(name: str) -> bool:
 
 
 def check_fits(cfg: TrainConfig):
-    """ConfigError with a sentence when the run's batch is larger than its training images."""
-    n = len(get_data(cfg.dataset).train)
-    n = min(n, cfg.subset) if cfg.subset else n
-    if cfg.batch_size > n:
-        raise ConfigError(f"The batch size ({cfg.batch_size}) is larger than the {n:,} training images here; "
-                          f"use a batch of at most {n}.")
+    """ConfigError with a sentence, before the run starts, when its batch is larger than its training images."""
+    check_batch(cfg, len(get_data(cfg.dataset).train))
 
 
 def data_note() -> str:
@@ -201,18 +198,21 @@ class Pace:
         self.others = others or (lambda: 0)  # how many other requests share the machine now
         self.best = _BEST_PACE.get(key, 0.0) if key else 0.0
 
+    def _now(self) -> float | None:
+        """The speed now: the median of the last `window` reports (None until there are that many)."""
+        return sorted(self.recent)[self.window // 2] if len(self.recent) == self.window else None
+
     def add(self, images_per_s: float):
         self.recent = (self.recent + [images_per_s])[-self.window:]
-        if len(self.recent) == self.window:
-            self.best = max(self.best, sorted(self.recent)[self.window // 2])
+        if self._now() is not None:
+            self.best = max(self.best, self._now())
             if self.key:
                 _BEST_PACE[self.key] = max(_BEST_PACE.get(self.key, 0.0), self.best)
 
     def share(self) -> float | None:
-        """The current speed as a fraction of the best seen (the median of the last few reports)."""
-        if not self.best or len(self.recent) < self.window:
-            return None
-        return sorted(self.recent)[self.window // 2] / self.best
+        """The current speed as a fraction of the best seen."""
+        now = self._now()
+        return now / self.best if now is not None and self.best else None
 
     def note(self) -> str:
         s, busy = self.share(), self.others()

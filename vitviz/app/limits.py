@@ -12,10 +12,13 @@ change it without a restart); the README lists them all.
     VITVIZ_STATE_TTL_S        1800  a visitor's own models are freed this long after their last action
     VITVIZ_KEEP_FOLDERS       20    folders of each kind (runs, exports, images) kept on disk
     VITVIZ_QUEUE_SIZE         64    requests waiting in Gradio's queue, all events together
+    VITVIZ_RETRY_LOAD_S       60    a failed model load is remembered this long before it is tried again
+    VITVIZ_MODEL_CACHE        8     models whose Model-tab summary is kept
 """
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import gradio as gr
 
@@ -23,7 +26,8 @@ from ..train_config import TrainConfig
 
 DEFAULTS = {"VITVIZ_MAX_TRAIN_SECONDS": 300, "VITVIZ_TRAIN_SLOTS": 1, "VITVIZ_TRAIN_QUEUE": 4,
             "VITVIZ_TRAIN_MEMORY_GB": 4.0, "VITVIZ_MAX_UPLOAD_MB": 20, "VITVIZ_CACHE_MAX_AGE_S": 3600,
-            "VITVIZ_STATE_TTL_S": 1800, "VITVIZ_QUEUE_SIZE": 64}
+            "VITVIZ_STATE_TTL_S": 1800, "VITVIZ_QUEUE_SIZE": 64, "VITVIZ_RETRY_LOAD_S": 60,
+            "VITVIZ_MODEL_CACHE": 8}
 
 
 def get(name: str) -> float:
@@ -52,11 +56,13 @@ def check_memory(cfg: TrainConfig):
     need = cfg.peak_memory_gb()
     if need <= limit:
         return
-    fits = cfg.batch_size
-    while fits > 8 and TrainConfig(**{**cfg.__dict__, "batch_size": fits}).peak_memory_gb() > limit:
+    def need_at(batch: int) -> float:
+        return replace(cfg, batch_size=batch).peak_memory_gb()
+
+    fits = cfg.batch_size // 2
+    while fits > 8 and need_at(fits) > limit:
         fits //= 2
-    hint = (f"a batch of {fits} would fit" if fits < cfg.batch_size and
-            TrainConfig(**{**cfg.__dict__, "batch_size": fits}).peak_memory_gb() <= limit
+    hint = (f"a batch of {fits} would fit" if fits >= 8 and need_at(fits) <= limit
             else "a smaller width, depth or a larger patch size would")
     raise gr.Error(f"This run would need about {need:.1f} GB of memory, more than the {limit:g} GB a run may use "
                    f"on this machine; {hint}.")

@@ -8,7 +8,6 @@ on a position only redraws the two similarity pictures.
 """
 from __future__ import annotations
 
-import os
 
 import gradio as gr
 import torch
@@ -16,12 +15,13 @@ from PIL import Image
 
 from .. import gallery, views
 from ..card import card_of
+from . import limits
 from .cache import ModelCache
 from .inputs import whole
 from .models import resolve_model
 from .widgets import pic
 
-SUMMARIES = ModelCache(int(os.environ.get("VITVIZ_MODEL_CACHE", "8")))
+SUMMARIES = ModelCache(int(limits.get("VITVIZ_MODEL_CACHE")))
 
 
 def summary_of(model) -> views.ModelSummary:

@@ -20,6 +20,7 @@ import torch
 
 from .. import checkpoint, memory
 from ..hub import load_model
+from . import limits
 
 SHARED = {"cifar10": "CIFAR-10 ViT (shipped)", "mnist": "MNIST ViT (shipped)",
           "vit_b_16": "ViT-B/16, ImageNet-1k (torchvision)"}
@@ -27,7 +28,7 @@ MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
     ("Trained in this session (Train tab)", "session"),
     ("Uploaded checkpoint", "upload"),
 ]
-RETRY_LOAD_S = float(os.environ.get("VITVIZ_RETRY_LOAD_S", "60"))
+RETRY_LOAD_S = limits.get("VITVIZ_RETRY_LOAD_S")
 
 
 @dataclass
