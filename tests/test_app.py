@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from vitviz import gallery, live
+from vitviz import gallery, live, pictures, views
 from vitviz.app import build_demo, compare, explore, launch, model_tab, models, train_tab
 
 EXAMPLE = gallery.items("cifar10")[3][0]
@@ -69,17 +69,52 @@ def view(image=EXAMPLE, **kw):
 
 
 def test_explain_handler_gives_every_picture():
-    v, _, state = explore.explore_view({"path": EXAMPLE})
+    v, fresh, ex, state = explore.explore_view({"path": EXAMPLE})
     assert len(v.top5) == 5 and abs(sum(v.top5.values()) - 1) < 0.5
-    for pic in (v.sees, v.rollout, v.grad_rollout, v.rollout_strip, v.heads, v.head_large):
-        assert isinstance(pic, np.ndarray) and pic.ndim == 3 and pic.shape[2] == 3
-    assert v.patch_heads is None and v.patch_rollout is None and "Prediction" in v.summary
-    v2 = view(patch=10, fusion="max", discard=0.5, state=state)
-    assert v2.patch_heads is not None and v2.patch_rollout is not None
-    # the Gradio handler returns the same pictures in views.ExploreView's field order, then the state
-    out = explore.explain({"path": EXAMPLE}, patch=10, fusion="max", discard=0.5, state=state)
-    assert len(out) == len(v2.outputs()) + 1 and out[-1] is state
-    assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b for a, b in zip(out, v2.outputs()))
+    assert fresh == set(pictures.PICTURE_NAMES)
+    for pic in pictures.PICTURE_NAMES:
+        p = getattr(v, pic)
+        assert isinstance(p, np.ndarray) and p.ndim == 3 and p.shape[2] == 3
+    assert "Prediction" in v.summary and "CLS" in v.summary
+    # a patch: the token-dependent pictures are drawn again from it, gradient rollout is not
+    v2, fresh2, _, _ = explore.explore_view({"path": EXAMPLE}, patch=10, state=state)
+    assert fresh2 == {"sees", "rollout", "head_large", "rollout_strip", "heads"}
+    assert not np.array_equal(v2.rollout, v.rollout) and v2.grad_rollout is v.grad_rollout
+    # /explain returns the same pictures as files, in pictures.ExploreView's field order
+    out = explore.explain({"path": EXAMPLE}, patch=10, state=state)
+    assert len(out) == len(pictures.OUTPUT_NAMES)
+    for name, value in zip(pictures.OUTPUT_NAMES, out):
+        if name in pictures.PICTURE_NAMES:
+            got = np.asarray(Image.open(value).convert("RGB")).astype(int)
+            assert got.shape == getattr(v2, name).shape and np.abs(got - getattr(v2, name)).mean() < 3, name
+    assert out[0] == v2.top5 and out[-1] == v2.summary
+
+
+def test_page_update_sends_only_what_changed_and_says_errors_beside_their_control():
+    args = lambda **kw: [{"path": EXAMPLE}, *[{**dict(fusion="mean", discard=0.0, target="predicted class",  # noqa
+                         layer=6, head=1, patch=-1, alpha=0.6, smooth=True, shared=False), **kw}[k]
+                         for k in explore.OPTIONS]]
+    state = models.Visitor()
+    names = pictures.OUTPUT_NAMES
+    out = explore.explain_page(args()[0], "cifar10", *args()[1:], state)
+    assert all(out[names.index(n)] is not None and not _skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
+    out = explore.explain_page(args()[0], "cifar10", *args(layer=3)[1:], state)
+    sent = {n for n in pictures.PICTURE_NAMES if not _skipped(out[names.index(n)])}
+    assert sent == {"head_large"}  # a new layer redraws the layer-and-head view alone
+    notes = dict(zip(explore.NOTES, out[len(names) + 1:]))
+    assert not any(notes.values())
+    out = explore.explain_page(args()[0], "cifar10", *args(patch=99)[1:], state)
+    notes = dict(zip(explore.NOTES, out[len(names) + 1:]))
+    assert "Patch 99" in notes["patch_note"] and not notes["image_note"] and not notes["target_note"]
+    assert all(_skipped(o) for o in out[:len(names)])  # the pictures stay as they were
+    out = explore.explain_page(args()[0], "cifar10", *args(target="giraffe")[1:], state)
+    assert "giraffe" in dict(zip(explore.NOTES, out[len(names) + 1:]))["target_note"]
+    out = explore.explain_page(args()[0], "cifar10", *args()[1:], state)  # after an error: everything again
+    assert not any(_skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
+
+
+def _skipped(value) -> bool:
+    return isinstance(value, dict) and value.get("__type__") == "update" and len(value) == 1
 
 
 def test_predict_handler_matches_explain():
@@ -109,10 +144,31 @@ def test_bad_options_and_models():
 def test_mnist_model_and_its_classes():
     v = view(gallery.items("mnist")[0][0], model_key="mnist", target="3")
     assert set(v.top5) <= set("0123456789")
-    updates = explore.controls_for("mnist", None)
+    state = models.Visitor()  # showing a CIFAR-10 example
+    updates = explore.controls_for("mnist", state)
     assert updates[0] == "mnist" and updates[1]["choices"][1:] == list("0123456789")
-    # a model that cannot be had falls back to the shipped CIFAR-10 model
-    assert explore.controls_for("session", None)[0] == "cifar10"
+    # the CIFAR-10 image gives way to the MNIST digit in the same place of the gallery, which selects it
+    assert updates[6] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
+    assert updates[4]["selected_index"] == models.DEFAULT_EXAMPLE and not updates[8]
+    assert _skipped(explore.controls_for("mnist", state)[6])  # already an MNIST digit: kept
+    # a model that cannot be had falls back to the shipped CIFAR-10 model, said beside the menu, with a CIFAR image
+    back = explore.controls_for("session", state)
+    assert back[0] == "cifar10" and "No model trained" in back[8] and "instead" in back[8]
+    assert back[6] == gallery.items("cifar10")[models.DEFAULT_EXAMPLE][0]
+
+
+def test_a_model_change_keeps_an_uploaded_image_that_suits_it(tmp_path):
+    state = models.Visitor()
+    path = str(tmp_path / "mine.png")
+    Image.new("RGB", (40, 40), (200, 30, 30)).save(path)
+    image, patch, gal, state, note = explore.upload_image(path, "cifar10", state)
+    assert image == path and gal["selected_index"] is None and state.example is None and not note
+    assert _skipped(explore.controls_for("cifar10", state)[6])  # it suits the model: kept
+    assert explore.controls_for("mnist", state)[6] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
+    bad = str(tmp_path / "bad.png")
+    open(bad, "wb").write(b"not a picture")
+    out = explore.upload_image(bad, "mnist", state)
+    assert _skipped(out[0]) and "could not be used" in out[4]
 
 
 def test_upload_checkpoint(tmp_path, tiny_model):
@@ -125,10 +181,12 @@ def test_upload_checkpoint(tmp_path, tiny_model):
     assert key == "upload" and "Loaded" in msg
     assert len(view(model_key="upload", layer=2, head=4, state=state).top5) == 5
     (tmp_path / "evil.json").write_text('{"format": "vitviz-checkpoint", "model": {"depth": "__import__"}}')
-    with pytest.raises(gr.Error, match="could not be loaded"):
-        models.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")], models.Visitor())
-    with pytest.raises(gr.Error, match="two files"):
-        models.upload_checkpoint([str(tmp_path / "mine.safetensors")], models.Visitor())
+    # a refused checkpoint: a sentence for the note beside the upload, and the model menu left alone
+    msg, _, menu = models.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")],
+                                            models.Visitor())
+    assert "could not be loaded" in msg and _skipped(menu)
+    msg, _, menu = models.upload_checkpoint([str(tmp_path / "mine.safetensors")], models.Visitor())
+    assert "two files" in msg and _skipped(menu)
 
 
 def test_model_view_and_clicks():
@@ -138,7 +196,12 @@ def test_model_view_and_clicks():
     class Evt:
         index = [100, 40]
 
-    assert explore.click_patch("cifar10", None, Evt()) == 1 * 8 + 3
+    assert explore.click_token("cifar10", None, Evt()) == 1 * 8 + 3
+
+    class OnCls:
+        index = [pictures.cls_box(256, 8)[0] + 5, 10]
+
+    assert explore.click_token("cifar10", None, OnCls()) == -1
 
 
 class FakeRequest:
@@ -177,8 +240,9 @@ def test_epoch_snapshots_can_be_compared():
     assert out[8]["value"] == "session"  # the right-hand Compare menu switches to the new model
     first, last = state.models["session@1"], state.models["session@3"]
     assert not torch.equal(first.head.weight, last.head.weight)
-    left, *_, right_label = compare.compare({"path": EXAMPLE}, "session@1", "session", state=state)[:5]
-    assert len(left) == 5 and len(right_label) == 5
+    out = compare.compare({"path": EXAMPLE}, "session@1", "session", state=state)
+    left, right = out[0], out[len(compare.SIDE)]
+    assert len(left) == 5 and len(right) == 5 and out[-2:] == ("", "")
 
 
 def test_snapshots_are_thinned_to_six():
@@ -243,11 +307,15 @@ def test_api_predict_and_explain(client):
 
     lab = client.predict(handle_file(EXAMPLE), api_name="/predict")
     assert len(lab["confidences"]) == 5
+    names = pictures.OUTPUT_NAMES
     out = client.predict(handle_file(EXAMPLE), api_name="/explain")
-    assert len(out) == 10 and os.path.exists(out[1]) and out[7] is None
-    out = client.predict(handle_file(EXAMPLE), model_key="cifar10", fusion="min", discard=0.3, patch=12,
-                         api_name="/explain")
-    assert out[7] is not None and Image.open(out[8]).size == (256, 256)
+    assert len(out) == len(names) and all(os.path.exists(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
+    sees = Image.open(out[names.index("sees")])
+    assert sees.size[1] == 256 and sees.size[0] > 256  # the grid, and the CLS tile beside it
+    out2 = client.predict(handle_file(EXAMPLE), model_key="cifar10", fusion="min", discard=0.3, patch=12,
+                          api_name="/explain")
+    assert "patch 12" in out2[names.index("summary")]
+    assert Image.open(out2[names.index("rollout")]).width == Image.open(out[names.index("rollout")]).width
 
 
 def test_api_bad_inputs_get_messages_and_the_app_stays_up(client, tmp_path):
@@ -306,7 +374,7 @@ def test_api_export_returns_the_zip_and_the_attention(client):
     zpath, npath = client.predict(handle_file(EXAMPLE), patch=5, api_name="/export")
     with zipfile.ZipFile(zpath) as z:
         names = set(z.namelist())
-        assert "patch_rollout.png" in names and len(names) == 8
-        assert Image.open(z.open("input_with_patch_grid.png")).size == (256, 256)
+        assert names == {f"{n}.png" for n in views.EXPORT_NAMES.values()}
+        assert Image.open(z.open("input_with_patch_grid.png")).size[1] == 256
     attn = np.load(npath)
     assert attn.shape == (6, 6, 65, 65) and np.allclose(attn.sum(-1), 1.0, atol=1e-4)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import checkpoint, gallery, views
+from vitviz import checkpoint, gallery, pictures, views
 from vitviz.app import explore, model_tab, models
 from vitviz.hub import load_model
 from vitviz.train_config import ConfigError, TrainConfig
@@ -33,11 +33,12 @@ def uploaded(tmp_path, name):
 def test_pick_example_follows_the_model_not_the_menu_key(tmp_path):
     v = uploaded(tmp_path, "mnist")
     assert v.models["upload"].card.kind == "uploaded" and v.models["upload"].card.dataset == "mnist"
-    path, patch = explore.pick_example("upload", v, Evt(3))
-    assert path == gallery.items("mnist")[3][0] and patch == -1
-    assert explore.pick_example("cifar10", v, Evt(3))[0] == gallery.items("cifar10")[3][0]
+    path, patch, v, note = explore.pick_example("upload", v, Evt(3))
+    assert path == gallery.items("mnist")[3][0] and patch == -1 and not note
     updates = explore.controls_for("upload", v)
     assert [p for p, _ in updates[4]["value"]] == [p for p, _ in gallery.items("mnist")]
+    assert updates[4]["selected_index"] == 3  # the gallery marks the digit shown
+    assert explore.pick_example("cifar10", v, Evt(5))[0] == gallery.items("cifar10")[5][0]
 
 
 def test_position_click_redraws_only_the_highlight(monkeypatch):
@@ -110,11 +111,15 @@ def test_a_failed_load_is_remembered_for_a_while():
 def test_export_files_hold_every_picture_and_the_attention():
     files, _ = explore.export({"path": EXAMPLE}, patch=9)
     zpath, npath = files
-    v, ex, _ = explore.explore_view({"path": EXAMPLE}, patch=9)
+    v, _, ex, _ = explore.explore_view({"path": EXAMPLE}, patch=9)
     with zipfile.ZipFile(zpath) as z:
         names = sorted(z.namelist())
-    assert names == sorted(f"{views.EXPORT_NAMES[k]}.png" for k in v.pictures())
-    assert len(names) == 8
+        assert names == sorted(f"{views.EXPORT_NAMES[k]}.png" for k in v.pictures())
+        assert len(names) == len(pictures.PICTURE_NAMES)
+        for k, pic in v.pictures().items():  # lossless: the page's picture, its title and colour bar included
+            from PIL import Image
+
+            assert np.array_equal(np.asarray(Image.open(z.open(f"{views.EXPORT_NAMES[k]}.png"))), pic), k
     attn = np.load(npath)
     np.testing.assert_allclose(attn, ex.attn.numpy())
     np.testing.assert_allclose(attn.sum(-1), 1.0, atol=1e-4)  # softmax rows

@@ -1,4 +1,5 @@
-"""A real headless Chromium, driven by Playwright, uses the page as a visitor would.
+"""A real headless Chromium, driven by Playwright, uses the page as a visitor would: on a projector
+(1280x720), a desktop (1400x1000) and a phone (390x844).
 
 Screenshots go to test-artifacts/ (VITVIZ_SCREENSHOTS overrides the folder).
 """
@@ -9,32 +10,48 @@ from pathlib import Path
 import pytest
 
 from test_app import free_port
+from vitviz import gallery
 from vitviz.app import build_demo, launch
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("VITVIZ_SCREENSHOTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 pytestmark = pytest.mark.usefixtures("small_data")
+FIRST_SCREEN = ("sees", "top5", "rollout", "grad-rollout", "head-large", "fusion", "discard", "target", "layer",
+                "head")
 
 
 @pytest.fixture(scope="module")
-def page():
+def browser():
     if not os.path.exists(CHROMIUM):
         pytest.fail("Chromium is not installed (apt-get install chromium); the browser test needs it")
     from playwright.sync_api import sync_playwright
 
     demo = build_demo()
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
-                          quiet=True)
+                       quiet=True)
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
             "--disable-sync"])
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.goto(url)
-        yield pg
-        browser.close()
+        yield b, url
+        b.close()
     demo.close()
+
+
+def open_page(browser, width, height):
+    b, url = browser
+    pg = b.new_page(viewport={"width": width, "height": height})
+    pg.goto(url)
+    wait_change(pg, "rollout", None)  # the page opens on an example, already explained
+    return pg
+
+
+@pytest.fixture(scope="module")
+def page(browser):
+    pg = open_page(browser, 1400, 1000)
+    yield pg
+    pg.close()
 
 
 def image_src(page, elem_id):
@@ -42,7 +59,7 @@ def image_src(page, elem_id):
     return loc.first.get_attribute("src") if loc.count() else None
 
 
-def wait_change(page, elem_id, old, timeout=20_000):
+def wait_change(page, elem_id, old, timeout=30_000):
     page.wait_for_function(
         """([id, old]) => { const i = document.querySelector('#' + id + ' img');
                            return i && i.complete && i.naturalWidth > 0 && i.getAttribute('src') !== old; }""",
@@ -50,20 +67,103 @@ def wait_change(page, elem_id, old, timeout=20_000):
     return image_src(page, elem_id)
 
 
-def test_explore_pick_click_fuse(page):
-    first = wait_change(page, "sees", None)  # the page opens on an example, already explained
+def box(page, elem_id):
+    return page.locator(f"#{elem_id}").first.bounding_box()
+
+
+def small_text(page, root="#explore-top", below=12):
+    """Visible texts in `root` drawn smaller than `below` px: (text, size) pairs."""
+    return page.evaluate("""([root, below]) => {
+        const out = [];
+        for (const e of document.querySelectorAll(root + ' *')) {
+            const own = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+            const r = e.getBoundingClientRect();
+            const size = parseFloat(getComputedStyle(e).fontSize);
+            if (own && r.width > 0 && r.height > 0 && size < below) out.push([e.textContent.trim(), size]);
+        }
+        return out; }""", [root, below])
+
+
+def test_projector_first_screen_holds_the_image_prediction_maps_and_their_controls(browser):
+    pg = open_page(browser, 1280, 720)
+    try:
+        for elem_id in FIRST_SCREEN:
+            b = box(pg, elem_id)
+            assert b is not None and b["y"] >= 0 and b["y"] + b["height"] <= 720 and b["x"] + b["width"] <= 1280, (
+                elem_id, b)
+        # the pictures are shown at least at their own size (so their 14-px labels stay 12 px or more), and no
+        # toolbar sits over them
+        for elem_id in ("rollout", "grad-rollout", "head-large", "sees"):
+            shown, natural = pg.evaluate(f"() => {{ const i = document.querySelector('#{elem_id} img');"
+                                         " return [i.getBoundingClientRect().width, i.naturalWidth]; }")
+            assert shown >= 0.85 * natural, (elem_id, shown, natural)
+            assert pg.locator(f"#{elem_id} button[aria-label], #{elem_id} .icon-button").count() == 0, elem_id
+        assert small_text(pg) == []
+        assert pg.locator("#input-image").is_hidden()  # one image, shown once: the model's view, with its grid
+        pg.screenshot(path=str(SHOTS / "explore-1280x720.png"))
+        size = lambda: pg.evaluate("() => parseFloat(getComputedStyle(document.querySelector('.vv-help p')).fontSize)")  # noqa
+        normal = size()
+        pg.locator("#large-type input").check()  # the presentation option: larger type
+        pg.wait_for_function("() => document.querySelector('.vv-large') !== null", timeout=5_000)
+        assert size() > normal
+    finally:
+        pg.close()
+
+
+def test_phone_shows_prediction_and_maps_before_controls_and_a_tap_changes_them(browser):
+    pg = open_page(browser, 390, 844)
+    try:
+        y = {k: box(pg, k)["y"] for k in FIRST_SCREEN}
+        assert y["sees"] < y["top5"] < 844  # the prediction on the first screen, under the image
+        assert y["top5"] < y["rollout"] < y["fusion"] < y["grad-rollout"] < y["target"] < y["head-large"] < y["layer"]
+        before = image_src(pg, "rollout")
+        sees = pg.locator("#sees img").first.bounding_box()
+        pg.mouse.click(sees["x"] + sees["height"] * 2.5 / 8, sees["y"] + sees["height"] * 4.5 / 8)
+        wait_change(pg, "rollout", before)  # the map under the image now shows the tapped patch
+        assert pg.locator("#patch input").first.input_value() == str(4 * 8 + 2)
+        pg.screenshot(path=str(SHOTS / "explore-390x844.png"), full_page=True)
+    finally:
+        pg.close()
+
+
+def test_explore_patch_cls_and_fusion(page):
+    first = image_src(page, "rollout")
     page.locator("#examples img").nth(12).click()  # another example
-    second = wait_change(page, "sees", first)
-    box = page.locator("#sees img").first.bounding_box()
-    # click the patch in row 2, column 5 of the 8x8 grid
-    page.mouse.click(box["x"] + box["width"] * 5.5 / 8, box["y"] + box["height"] * 2.5 / 8)
-    wait_change(page, "sees", second)
-    page.wait_for_function("() => document.querySelector('#patch-heads img') !== null", timeout=20_000)
+    second = wait_change(page, "rollout", first)
+    sees = page.locator("#sees img").first.bounding_box()
+    side = sees["height"]  # the grid is square; the CLS tile sits right of it
+    page.mouse.click(sees["x"] + side * 5.5 / 8, sees["y"] + side * 2.5 / 8)  # row 2, column 5
+    third = wait_change(page, "rollout", second)
     assert page.locator("#patch input").first.input_value() == str(2 * 8 + 5)
+    page.wait_for_function("() => /patch 21/.test(document.querySelector('#summary').innerText)", timeout=20_000)
+    page.mouse.click(sees["x"] + side + 20, sees["y"] + 15)  # the CLS tile: back to the class token
+    wait_change(page, "rollout", third)
+    assert page.locator("#patch input").first.input_value() == "-1"
     before = image_src(page, "rollout")
     page.locator("#fusion label", has_text="max").click()
     wait_change(page, "rollout", before)
     page.screenshot(path=str(SHOTS / "explore.png"), full_page=True)
+
+
+def test_model_switch_brings_a_matching_image_and_gallery(page):
+    page.get_by_role("tab", name="Explore").click()
+    before = image_src(page, "sees")
+    page.locator("#examples img").nth(2).click()  # CIFAR-10 example 2
+    before = wait_change(page, "sees", before)
+    page.locator("#model-dd input").click()
+    page.get_by_role("option", name="MNIST ViT (shipped)").click()
+    wait_change(page, "sees", before)
+    page.wait_for_function("() => /MNIST/.test(document.querySelector('#examples').innerText)", timeout=20_000)
+    top = page.locator("#top5").inner_text()
+    assert not any(c in top for c in ("airplane", "automobile", "ship")), top  # digits, for a digit
+    selected = page.locator("#examples .thumbnail-item.selected img")
+    assert selected.count() == 1  # the gallery marks the digit now shown: MNIST example 2
+    assert os.path.basename(gallery.items("mnist")[2][0]) in selected.first.get_attribute("src")
+    before = image_src(page, "sees")
+    page.locator("#model-dd input").click()
+    page.get_by_role("option", name="CIFAR-10 ViT (shipped)").click()
+    wait_change(page, "sees", before)
+    page.wait_for_function("() => /CIFAR-10/.test(document.querySelector('#examples').innerText)", timeout=20_000)
 
 
 def test_model_tab(page):
@@ -73,17 +173,22 @@ def test_model_tab(page):
     page.screenshot(path=str(SHOTS / "model.png"), full_page=True)
 
 
-def test_train_start_watch_stop(page):
+def test_train_buttons_progress_and_an_early_validation_point(page):
     page.get_by_role("tab", name="Train").click()
+    assert page.locator("#stop-btn").is_disabled() and page.locator("#use-btn").is_disabled()
+    before = image_src(page, "curves")
     page.locator("#train-btn").click()
-    page.wait_for_function("() => { const i = document.querySelector('#curves img'); return i && i.naturalWidth > 0; }",
-                           timeout=60_000)
-    first = image_src(page, "curves")
-    wait_change(page, "curves", first, timeout=60_000)  # the curve updates while it runs
+    page.wait_for_function("() => !document.querySelector('#stop-btn').disabled", timeout=10_000)
+    assert page.locator("#train-btn").is_disabled()
+    wait_change(page, "curves", before, timeout=60_000)  # the curve updates while it runs
     page.wait_for_timeout(1000 * float(os.environ.get("VITVIZ_SCREENSHOT_TRAIN_SECONDS", "0")))
     page.locator("#stop-btn").click()
     page.wait_for_function("() => /Stopped|Finished/.test(document.querySelector('#train-status').innerText)",
                            timeout=30_000)
+    page.wait_for_function("() => !document.querySelector('#use-btn').disabled", timeout=10_000)
+    text = page.locator(".vv-progress").inner_text()
+    assert "stopped at" in text or "100%" in text, text  # the bar stays where the run got to
+    assert page.locator("#stop-btn").is_disabled()
     page.screenshot(path=str(SHOTS / "train.png"), full_page=True)
     before = image_src(page, "sees")
     page.locator("#use-btn").click()
@@ -93,10 +198,15 @@ def test_train_start_watch_stop(page):
     assert page.get_by_role("tab", name="Explore").get_attribute("aria-selected") == "true"
 
 
-def test_compare_tab(page):
+def test_compare_follows_its_inputs(page):
     page.get_by_role("tab", name="Compare").click()
-    before = image_src(page, "compare-rollout-a")
-    page.locator("#compare-btn").click()
-    wait_change(page, "compare-rollout-a", before)
-    wait_change(page, "compare-rollout-b", None)
+    left = wait_change(page, "compare-rollout-a", None)  # drawn when first looked at
+    right = wait_change(page, "compare-rollout-b", None)
+    page.locator("#compare-image input[type=file]").set_input_files(gallery.items("cifar10")[12][0])
+    left = wait_change(page, "compare-rollout-a", left)  # a new image: both sides redrawn
+    right = wait_change(page, "compare-rollout-b", right)
+    page.locator("#compare-b input").click()
+    page.get_by_role("option", name="CIFAR-10 ViT (shipped)").click()
+    wait_change(page, "compare-rollout-b", right)
+    assert image_src(page, "compare-rollout-a") == left  # the other side is left as it was
     page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)

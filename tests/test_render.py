@@ -4,7 +4,7 @@ import pytest
 import torch
 from PIL import Image
 
-from vitviz import gallery, render as R, views
+from vitviz import pictures, gallery, render as R, views
 from vitviz.hub import load_model
 
 
@@ -49,15 +49,66 @@ def test_explore_pictures_follow_the_model(name):
     assert pixels.shape == (cfg.image_size, cfg.image_size, cfg.in_chans)
     ex = views.analyse(model, pixels)
     assert ex.attn.shape == (cfg.depth, cfg.num_heads, 1 + cfg.num_patches, 1 + cfg.num_patches)
-    v = views.render_explore(model, ex, patch=cfg.num_patches - 1)
+    v, fresh = pictures.render_explore(model, ex, pictures.Options(patch=cfg.num_patches - 1))
     S = views.display_size(cfg)
     assert S % cfg.image_size == 0 and abs(S - 256) <= cfg.image_size / 2 and S >= 32 * cfg.grid_size
-    for pic in ("sees", "rollout", "grad_rollout", "head_large", "patch_rollout"):
-        assert getattr(v, pic).shape == (S, S, 3), pic
+    M = pictures.main_size(cfg)
+    assert v.sees.shape[0] == M and v.sees.shape[1] == pictures.cls_box(M, cfg.grid_size)[2] + 4
+    for pic in ("rollout", "grad_rollout", "head_large"):  # the map, a title above it, a colour bar under it
+        h, w = getattr(v, pic).shape[:2]
+        assert w == M and h > M + 40, pic
     # layer x head grids: one tile per layer and head
     small = max(48, min(96, 576 // max(cfg.depth, cfg.num_heads)))
     assert v.heads.shape[0] >= cfg.depth * small and v.heads.shape[1] >= cfg.num_heads * small
     assert sum(v.top5.values()) <= 1 + 1e-6 and len(v.top5) == 5
-    compact = views.render_explore(model, ex, compact=True)
+    compact, _ = pictures.render_explore(model, ex, compact=True)
     assert compact.sees is None and compact.heads is None and compact.rollout is not None
     assert set(compact.pictures()) == {"rollout", "grad_rollout", "rollout_strip"}
+
+
+def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
+    from vitviz import panels
+
+    img = np.zeros((64, 64, 3), np.uint8)
+    scale = panels.Scale("attention weight", 0.0123, 0.4567)
+    p = panels.panel(img, "Layer 2, head 3", scale)
+    assert p.shape[1] == 64
+    assert p.shape[0] > 64 + 30  # a title above, a bar under
+    # the bar's gradient runs through the colour map from its low end to its high end
+    lut = R._lut("inferno")
+    rows = [r for r in range(p.shape[0]) if (np.abs(p[r].astype(int) - lut[250]).sum(-1) < 30).any()
+            and (np.abs(p[r].astype(int) - lut[5]).sum(-1) < 30).any()]
+    assert rows, "no colour bar found"
+    assert panels.Scale("x", 0.0123, 0.4567).ticks() == ["0.0123", "0.234", "0.457"]
+    assert panels.Scale("x", 0, 1, relative=True).ticks()[::2] == ["lowest", "highest"]
+    assert panels.number(0.00001234) == "1.2e-05" and panels.number(0) == "0"
+
+
+def test_an_untrained_head_gets_a_sentence_not_a_blank_map(tiny_model):
+    from vitviz import pictures
+
+    torch.nn.init.zeros_(tiny_model.head.weight)
+    torch.nn.init.zeros_(tiny_model.head.bias)
+    pixels = np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8)
+    ex = views.analyse(tiny_model, pixels)
+    assert float(ex.grad_rollout.abs().max()) == 0  # nothing to draw ...
+    v, _ = pictures.render_explore(tiny_model, ex)
+    assert "starting zeros" in pictures.flat_relevance_reason(tiny_model)
+    grey = (v.grad_rollout == 238).all(-1).mean()
+    assert grey > 0.3  # ... so the panel is the grey message box, not a flat colour map
+
+
+def test_a_click_on_the_input_picks_the_patch_under_it_or_cls():
+    from vitviz import pictures
+    from vitviz.model import make_config
+
+    cfg = make_config("tiny")
+    S, g = pictures.main_size(cfg), cfg.grid_size
+    pic = pictures.sees_picture(np.zeros((cfg.image_size,) * 2 + (3,), np.uint8), g, S, patch=None)
+    x0, y0, x1, y1 = pictures.cls_box(S, g)
+    assert pic.shape[1] >= x1 and (pic[y0 + 3:y1 - 3, x0 + 3:x1 - 3] != 255).any()  # the CLS tile is drawn there
+    step = S / g
+    for k in (0, g + 3, g * g - 1):
+        r, c = divmod(k, g)
+        assert pictures.click_to_token((c + 0.5) * step, (r + 0.5) * step, cfg) == k
+    assert pictures.click_to_token((x0 + x1) / 2, (y0 + y1) / 2, cfg) == -1

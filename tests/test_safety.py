@@ -219,7 +219,7 @@ def test_every_strange_value_gets_a_sentence_through_plain_rest(app):
     image = json.dumps({"path": up.json()[0], "meta": {"_type": "gradio.FileData"}})
     for raw in ('"abc"', "Infinity", "-Infinity", "NaN", str(2**70), "-4", "[1]", "{}"):
         for slot in range(5, 10):  # layer, head, patch, alpha, and the smooth flag
-            args = ["cifar10", '"mean"', "0", '"predicted class"', "6", "1", "-1", "0.6", "true"]
+            args = ["cifar10", '"mean"', "0", '"predicted class"', "6", "1", "-1", "0.6", "true", "false"]
             args = [json.dumps("cifar10"), *args[1:]]
             args[slot - 1] = raw
             text = call_raw(app, "explain", "[%s, %s]" % (image, ", ".join(args)))
@@ -259,5 +259,24 @@ def test_a_first_vit_b_16_load_shows_progress_and_where_its_weights_go(monkeypat
     monkeypatch.setattr(explore.gr, "Warning", lambda msg: infos.append(msg))
     out = explore.controls_for("vit_b_16", None, progress=lambda *a, **k: shown.append(k.get("desc", "")))
     assert shown and "Loading ViT-B/16" in shown[0]
-    assert any(weights_folder() in m for m in infos)
-    assert out[0] == "cifar10" and any("no internet" in m for m in infos)  # the menu falls back, with a sentence
+    assert weights_folder() in out[8] or any(weights_folder() in m for m in infos)
+    assert out[0] == "cifar10" and "no internet" in out[8]  # the menu falls back, said beside it
+
+
+def test_compare_draws_the_side_that_works_and_says_why_the_other_cannot(monkeypatch):
+    from vitviz.app import compare
+    from vitviz.hub import load_model
+
+    def loader(key):
+        if key == "vit_b_16":
+            raise RuntimeError("no internet here")
+        return load_model(key)
+
+    monkeypatch.setattr(models, "MODELS", models.SharedModels(loader))
+    out = compare.compare({"path": EXAMPLE}, "cifar10", "vit_b_16")
+    n = len(compare.SIDE)
+    left, right, note_a, note_b = out[:n], out[n:2 * n], out[-2], out[-1]
+    assert len(left[0]) == 5 and all(p is not None for p in left)  # the working side is drawn as usual
+    assert all(p is None for p in right) and "no internet" in note_b and not note_a
+    page = compare.compare_page({"path": EXAMPLE}, "cifar10", "mnist", "median", 0.0, None)
+    assert "Head fusion" in page[-1]  # a bad option: said under the image, every panel kept as it was

@@ -191,3 +191,23 @@ def test_live_runs_prune_old_folders(tmp_path):
     (tmp_path / "unrelated").mkdir()
     prune("run", keep=2, where=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{RUN_PREFIX}3", f"{RUN_PREFIX}4", "unrelated"])
+
+
+def test_quick_validations_come_on_time_and_match_an_evaluation_by_hand():
+    from vitviz.data import Split
+    from vitviz.train import evaluate
+
+    data = synthetic_cifar(n_train=512, n_val=64)
+    cfg = TrainConfig(epochs=50, time_budget=2.5, quick_val_every_s=0.5, quick_val_images=40,
+                      **{**TINY, "val_size": 64, "snapshot_every": 1})
+    seen = []
+    for ev in train(cfg, data=data, snapshots=True):
+        if ev["event"] == "val":
+            seen.append(ev)
+            assert ev["images"] == 40 and 0 <= ev["val_acc"] <= 1
+        if ev["event"] == "snapshot" and seen and ev["step"] == seen[-1]["step"]:
+            model = ev["model"]
+            loss, acc = evaluate(model, Split(data.val.x[:40], data.val.y[:40]))
+            assert acc == pytest.approx(seen[-1]["val_acc"]) and loss == pytest.approx(seen[-1]["val_loss"], rel=1e-3)
+    assert len(seen) >= 2 and seen[0]["elapsed"] >= 0.25  # the first after half the interval, then one each
+    assert all(b["elapsed"] - a["elapsed"] >= 0.5 - 1e-3 and b["step"] > a["step"] for a, b in zip(seen, seen[1:]))

@@ -13,6 +13,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from vitviz.pictures import OUTPUT_NAMES
+
 from helpers import serve_app
 from test_app import EXAMPLE, free_port
 
@@ -57,7 +59,7 @@ def test_zero_gpu_app_boots_and_explains(zero_app):
 
     assert ("/startup-report", {}) in DeviceAPI.calls  # `spaces` really ran in ZeroGPU mode
     out = zero_app.predict(handle_file(EXAMPLE), api_name="/explain")
-    assert len(out) == 10 and os.path.exists(out[1])
+    assert len(out) == len(OUTPUT_NAMES) and os.path.exists(out[OUTPUT_NAMES.index("rollout")])
 
 
 @pytest.mark.parametrize("budget, asked", [(3600, 120), (30, 50)])

@@ -21,6 +21,7 @@ import torch
 from . import checkpoint, scratch
 from . import interpret as I
 from . import render as R
+from .panels import Scale, panel
 from .data import Dataset, load_dataset, normalize
 from .card import card_of
 from .batches import check_batch
@@ -73,12 +74,17 @@ def quick_defaults(device: torch.device) -> dict:
     return {**common, "preset": "quick", "time_budget": 180, "batch_size": 256, "lr": 6e-3}
 
 
+QUICK_VAL_EVERY_S = 10  # a point on the validation curve this often (the first after half of it) ...
+QUICK_VAL_IMAGES = 256  # ... measured on this many held-out images; each epoch's end measures all of them
+
+
 def run_config(device: torch.device, **settings) -> TrainConfig:
     """The config of a Train-tab run: the visitor's settings (validated: ConfigError with a sentence) over the
     quick defaults, with how often to report chosen for the hardware (a CPU reports more often: its steps are slow)."""
     quick = quick_defaults(device)
     cpu = device.type == "cpu"
-    policy = dict(warmup=quick["warmup"], label_smoothing=quick["label_smoothing"], eval_images=1000,
+    policy = dict(warmup=quick["warmup"], label_smoothing=quick["label_smoothing"], eval_images=0,
+                  quick_val_every_s=QUICK_VAL_EVERY_S, quick_val_images=QUICK_VAL_IMAGES,
                   snapshot_every=50 if cpu else 200, log_every=5 if cpu else 20)
     return TrainConfig.parse(**{**policy, **settings})
 
@@ -92,6 +98,7 @@ class Update:
     probes: np.ndarray | None = None
     pos_tiles: np.ndarray | None = None
     done: bool = False
+    stopped: bool = False  # the run ended before its end (Stop, or an error): `progress` is where it got to
     model: object = None  # the trained model (CPU copy), once the run ends
     snapshots: dict = field(default_factory=dict)  # {epoch: model} kept along the way, once the run ends
     files: list[str] = field(default_factory=list)
@@ -179,9 +186,14 @@ def render_snapshot(model, probes_x: torch.Tensor, probes_y: torch.Tensor, class
         tiles.append(R.overlay(px, m.view(g, g), 112, alpha=0.6))
         labels.append(classes[int(pred[i])])
         colors.append((20, 140, 40) if int(pred[i]) == int(probes_y[i]) else (200, 30, 30))
-    probes = R.tile([tiles], col_labels=labels, label_size=12, col_colors=colors)
+    probes = panel(R.tile([tiles], col_labels=labels, col_colors=colors),
+                   "Rollout from CLS on fixed images, with the prediction (green: right, red: wrong)",
+                   Scale("rolled-out attention", 0, 1, "each image its own range", relative=True))
     sim = I.pos_embed_similarity(model)
-    return probes, R.pos_similarity_tiles(sim, tile_size=max(14, min(28, 240 // g)))
+    pos = R.pos_similarity_tiles(sim, tile_size=max(14, min(28, 240 // g)))
+    return probes, panel(pos, "Positional-embedding similarity (each tile: one position against all)",
+                         Scale("cosine similarity", -1.0, 1.0, "one scale for all tiles", cmap="viridis"),
+                         min_width=300)
 
 
 _BEST_PACE: dict[tuple, float] = {}  # the fastest images/s seen in this process for a model and batch size
@@ -244,6 +256,8 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
     px, py = probe_set(data)
     steps: list[tuple[float, float]] = []
     history: list[dict] = []
+    quick: list[dict] = []  # the quick validations
+    reached = 0.0  # how far the run got (0..1)
     last_emit, last_snap = 0.0, 0.0
     probes = pos = None
     kept: dict[int, torch.nn.Module] = {}
@@ -263,12 +277,16 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
         if kind == "step":
             steps.append((ev["epoch"], ev["loss"]))
             pace.add(ev["images_per_s"])
+            reached = ev["progress"]
             if now - last_emit >= every:
                 last_emit = now
                 status = (f"{head}  \nstep {ev['step']:,}, epoch {ev['epoch']:.2f}, loss {ev['loss']:.3f}, "
                           f"{ev['images_per_s']:.0f} images/s, elapsed {_fmt_time(ev['elapsed'])}, "
                           f"about {_fmt_time(ev['eta'])} left" + pace.note())
-                yield Update(status=status, progress=ev["progress"], curves=_curves(history, steps))
+                yield Update(status=status, progress=ev["progress"], curves=_curves(history, steps, quick))
+        elif kind == "val":
+            quick.append(ev)
+            yield Update(status=None, progress=None, curves=_curves(history, steps, quick))
         elif kind == "snapshot":
             if ev["at"] == "epoch":  # big models keep fewer copies: memory is shared by every visitor
                 small = sum(p.numel() for p in ev["model"].parameters()) <= 5_000_000
@@ -280,12 +298,12 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
         elif kind == "epoch":
             history.append(ev)
             yield Update(status=f"{head}  \nepoch {ev['epoch']:g}: validation accuracy **{100 * ev['val_acc']:.1f}%**",
-                         progress=None, curves=_curves(history, steps))
+                         progress=None, curves=_curves(history, steps, quick))
         elif kind in ("done", "stopped", "error"):
             model = ev["model"]
             if kind == "error":
-                yield Update(status=f"**The run stopped:** {ev['message']}", progress=1.0, done=True,
-                             curves=_curves(history, steps))
+                yield Update(status=f"**The run stopped:** {ev['message']}", progress=reached, done=True,
+                             curves=_curves(history, steps, quick), stopped=True)
                 return
             probes, pos = render_snapshot(model, px, py, data.classes)
             acc = history[-1]["val_acc"] if history else float("nan")
@@ -295,8 +313,9 @@ def stream_run(cfg: TrainConfig, stop: threading.Event, every: float = 2.0, snap
             status = (f"**{what}** after {ev['step']:,} steps ({_fmt_time(ev['train_seconds'])} of training): "
                       f"validation accuracy **{100 * acc:.1f}%**. Press *Explore this model* to look inside it, "
                       f"or download its checkpoint.")
-            yield Update(status=status, progress=1.0, curves=_curves(history, steps), probes=probes, pos_tiles=pos,
-                         done=True, model=copy.deepcopy(model).cpu().eval(), files=files, snapshots=kept)
+            yield Update(status=status, progress=1.0 if kind == "done" else reached, stopped=kind != "done",
+                         curves=_curves(history, steps, quick), probes=probes, pos_tiles=pos, done=True,
+                         model=copy.deepcopy(model).cpu().eval(), files=files, snapshots=kept)
             return
 
 
@@ -309,5 +328,10 @@ def keep_snapshot(kept: dict, epoch: int, model, most: int = 6):
         del kept[min(gaps)[1]]
 
 
-def _curves(history, steps) -> np.ndarray:
-    return R.figure_to_array(R.curves_figure(history, steps[-2000:]))
+def empty_curves() -> np.ndarray:
+    """The curves before a run: the axes, already in percent 0 to 100."""
+    return _curves([], [])
+
+
+def _curves(history, steps, quick=()) -> np.ndarray:
+    return R.figure_to_array(R.curves_figure(history, steps[-2000:], list(quick)))

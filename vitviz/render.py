@@ -70,24 +70,38 @@ def enlarge(pixels: np.ndarray, size: int = 256) -> np.ndarray:
     return np.asarray(Image.fromarray(p).resize((size, size), Image.NEAREST))
 
 
+def _heat(maps: np.ndarray, size: int, cmap: str, vmin: float, vmax: float, mode: str) -> np.ndarray:
+    """(K, g, g) maps coloured at (K, size, size, 3). Nearest and a whole number of pixels a cell: coloured
+    first, then repeated (the same picture as upsampling first, a fraction of the work)."""
+    g = maps.shape[-1]
+    if mode == "nearest" and size % g == 0:
+        return np.repeat(np.repeat(colorize(maps, cmap, vmin, vmax), size // g, 1), size // g, 2)
+    if mode not in ("nearest", "bilinear"):
+        raise ValueError("mode must be nearest or bilinear")
+    t = torch.as_tensor(maps)[:, None]
+    kw = {"align_corners": False} if mode == "bilinear" else {}
+    return colorize(F.interpolate(t, size=(size, size), mode=mode, **kw)[:, 0].numpy(), cmap, vmin, vmax)
+
+
+def _blend(base: np.ndarray, col: np.ndarray, alpha: float) -> np.ndarray:
+    a = int(round(256 * min(1.0, max(0.0, alpha))))
+    return ((base.astype(np.uint16) * (256 - a) + col.astype(np.uint16) * a) >> 8).astype(np.uint8)
+
+
 def overlay(pixels: np.ndarray, heat, size: int = 256, cmap: str = "inferno", alpha: float = 0.6,
             mode: str = "bilinear", vmin=None, vmax=None) -> np.ndarray:
-    """A (g, g) map drawn over the enlarged image with the given alpha."""
-    base = enlarge(pixels, size).astype(np.float32)
-    h = upsample(heat, size, mode)
-    col = colorize(h, cmap, vmin, vmax).astype(np.float32)
-    return np.clip((1 - alpha) * base + alpha * col, 0, 255).astype(np.uint8)
+    """A (g, g) map drawn over the enlarged image with the given alpha; colours span [vmin, vmax] (default:
+    the map's own range)."""
+    h = _np(heat)
+    lo = float(np.nanmin(h)) if vmin is None else vmin
+    hi = float(np.nanmax(h)) if vmax is None else vmax
+    return _blend(enlarge(pixels, size), _heat(h[None], size, cmap, lo, hi, mode)[0], alpha)
 
 
 def overlays(pixels: np.ndarray, maps, size: int, cmap: str = "inferno", alpha: float = 0.6,
-             mode: str = "nearest") -> np.ndarray:
-    """(K, g, g) maps already scaled to [0, 1], each over the enlarged image: (K, size, size, 3), in one pass."""
-    m = torch.as_tensor(_np(maps))[:, None]
-    kw = {"align_corners": False} if mode == "bilinear" else {}
-    h = F.interpolate(m, size=(size, size), mode=mode, **kw)[:, 0].numpy()
-    col = colorize(h, cmap, 0.0, 1.0).astype(np.float32)
-    base = enlarge(pixels, size).astype(np.float32)[None]
-    return np.clip((1 - alpha) * base + alpha * col, 0, 255).astype(np.uint8)
+             mode: str = "nearest", vmin: float = 0.0, vmax: float = 1.0) -> np.ndarray:
+    """(K, g, g) maps, each over the enlarged image on one scale [vmin, vmax]: (K, size, size, 3), in one pass."""
+    return _blend(enlarge(pixels, size)[None], _heat(_np(maps), size, cmap, vmin, vmax, mode), alpha)
 
 
 def draw_grid(img: np.ndarray | Image.Image, grid: int, numbers: bool = True, highlight: int | None = None,
@@ -124,26 +138,40 @@ def _grid_layer(S: int, grid: int, numbers: bool, color: tuple) -> Image.Image:
 
 
 def tile(images: list[list[np.ndarray]], row_labels=None, col_labels=None, pad: int = 3,
-         label_size: int = 12, col_colors=None) -> np.ndarray:
+         label_size: int = 14, col_colors=None) -> np.ndarray:
     """A rows x cols grid of equally sized RGB tiles with optional labels on the left and on top
     (`col_colors`: one RGB colour per top label)."""
     rows, cols = len(images), max(len(r) for r in images)
     h, w = images[0][0].shape[:2]
-    left = 62 if row_labels else 0
-    top = 18 if col_labels else 0
-    H = top + rows * (h + pad) + pad
-    W = left + cols * (w + pad) + pad
-    canvas = Image.new("RGB", (W, H), BG)
+    frame = _tile_frame(rows, cols, h, w, pad, tuple(row_labels or ()), tuple(col_labels or ()), label_size,
+                        tuple(map(tuple, col_colors)) if col_colors else None)
+    canvas = frame.copy()
+    left, top = _tile_margins(tuple(row_labels or ()), bool(col_labels), label_size)
     for r, row in enumerate(images):
         for c, t in enumerate(row):
-            canvas.paste(Image.fromarray(to_rgb(t)), (left + pad + c * (w + pad), top + pad + r * (h + pad)))
+            y, x = top + pad + r * (h + pad), left + pad + c * (w + pad)
+            canvas[y:y + h, x:x + w] = to_rgb(t)
+    return canvas
+
+
+def _tile_margins(row_labels: tuple, has_cols: bool, size: int) -> tuple[int, int]:
+    left = 8 + int(max(font(size).getlength(lab) for lab in row_labels)) if row_labels else 0
+    return left, (size + 7 if has_cols else 0)
+
+
+@functools.lru_cache(maxsize=64)
+def _tile_frame(rows, cols, h, w, pad, row_labels, col_labels, size, col_colors) -> np.ndarray:
+    """The white canvas of `tile` with its labels drawn, made once per layout."""
+    left, top = _tile_margins(row_labels, bool(col_labels), size)
+    canvas = Image.new("RGB", (left + cols * (w + pad) + pad, top + rows * (h + pad) + pad), BG)
     d = ImageDraw.Draw(canvas)
-    f = font(label_size)
-    for r, lab in enumerate(row_labels or []):
-        d.text((4, top + pad + r * (h + pad) + h // 2 - 7), lab, fill=(40, 40, 40), font=f)
-    for c, lab in enumerate(col_labels or []):
-        color = col_colors[c] if col_colors else (40, 40, 40)
-        d.text((left + pad + c * (w + pad) + 2, 2), lab, fill=color, font=f)
+    f = font(size)
+    for r, lab in enumerate(row_labels):
+        d.text((4, top + pad + r * (h + pad) + (h - size) // 2), lab, fill=(40, 40, 40), font=f)
+    for c, lab in enumerate(col_labels):
+        lab = lab if f.getlength(lab) <= w + pad else lab.split()[-1]  # "head 12" over a narrow tile: "12"
+        x = left + pad + c * (w + pad) + max(0, (w - f.getlength(lab)) / 2)
+        d.text((x, 2), lab, fill=col_colors[c] if col_colors else (40, 40, 40), font=f)
     return np.asarray(canvas)
 
 
@@ -159,10 +187,10 @@ def layer_head_grid(pixels: np.ndarray, maps, tile_size: int = 72, cmap: str = "
 
 def layer_strip(pixels: np.ndarray, maps, tile_size: int = 96, cmap: str = "inferno", alpha: float = 0.6,
                 mode: str = "bilinear", prefix: str = "up to layer") -> np.ndarray:
-    """(L, g, g) maps side by side, labelled by layer: rollout building with depth."""
+    """(L, g, g) maps scaled to [0, 1] side by side, labelled by layer: rollout building with depth."""
     m = _np(maps)
-    return tile([[overlay(pixels, m[i], tile_size, cmap, alpha, mode) for i in range(len(m))]],
-                col_labels=[f"{prefix} {i + 1}" for i in range(len(m))])
+    tiles = overlays(pixels, m, tile_size, cmap, alpha, mode)
+    return tile([list(tiles)], col_labels=[f"{prefix} {i + 1}" for i in range(len(m))])
 
 
 def pos_similarity_tiles(sim, tile_size: int = 40, pad: int = 2, cmap: str = "viridis",
@@ -247,26 +275,42 @@ def distance_figure(dist, title: str = "Mean attention distance", uniform: float
     return fig
 
 
-def curves_figure(history: list[dict], steps: list[tuple[float, float]] | None = None) -> Figure:
-    """Loss and accuracy against epochs: per-step training loss (if given), and per-epoch train/val figures."""
+def curves_figure(history: list[dict], steps: list[tuple[float, float]] | None = None,
+                  quick: list[dict] | None = None) -> Figure:
+    """Loss and accuracy against epochs: per-step training loss (if given), quick validations on a small
+    held-out sample (if given), and per-epoch train/validation figures. Accuracy in percent, 0 to 100."""
     fig = Figure(figsize=(8, 3.2), dpi=100)
     ax1, ax2 = fig.subplots(1, 2)
     if steps:
         e, l_ = zip(*steps)
         ax1.plot(e, l_, color="#bbbbbb", lw=1, label="train loss (steps)")
+    if quick:
+        n = quick[-1].get("images", "")
+        ep = [q["epoch"] for q in quick]
+        ax1.plot(ep, [q["val_loss"] for q in quick], ".-", color="C1", alpha=0.5, lw=1,
+                 label=f"validation loss ({n} images)")
+        ax2.plot(ep, [100 * q["val_acc"] for q in quick], ".-", color="C1", alpha=0.5, lw=1,
+                 label=f"validation ({n} images, often)")
     if history:
         ep = [h["epoch"] for h in history]
         ax1.plot(ep, [h["train_loss"] for h in history], "o-", color="C0", label="train loss")
         ax1.plot(ep, [h["val_loss"] for h in history], "o-", color="C1", label="validation loss")
-        ax2.plot(ep, [100 * h["train_acc"] for h in history], "o-", color="C0", label="train")
-        ax2.plot(ep, [100 * h["val_acc"] for h in history], "o-", color="C1", label="validation")
+        ax2.plot(ep, [100 * h["train_acc"] for h in history], "o-", color="C0", label="train (epoch)")
+        ax2.plot(ep, [100 * h["val_acc"] for h in history], "o-", color="C1", label="validation (epoch)")
     ax1.set_xlabel("epoch")
     ax1.set_ylabel("loss")
     ax2.set_xlabel("epoch")
     ax2.set_ylabel("accuracy (%)")
+    ax2.set_ylim(0, 100)
+    ax2.set_yticks(range(0, 101, 20))
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
         if ax.has_data():
             ax.legend(fontsize=8)
+        else:
+            ax.set_xlim(0, 1)
+            ax.text(0.5, 0.5 if ax is ax1 else 50, "waiting for the first steps" if ax is ax1 else
+                    "the first validation point comes\na few seconds into the run", ha="center", va="center",
+                    color="#888888", fontsize=9)
     fig.tight_layout()
     return fig

@@ -1,4 +1,5 @@
-"""Folders the app makes for visitors (run checkpoints, exports, random test images), and their pruning.
+"""Folders the app makes for visitors (run checkpoints, exports, random test images, the encoded pictures
+a page shows), and their pruning.
 
 Every such folder is `<VITVIZ_WORK_DIR>/vitviz-<kind>-*` (default: the system's temporary
 folder); before a new one is made, all but the newest `VITVIZ_KEEP_FOLDERS` (default 20) of
@@ -11,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-KINDS = ("run", "export", "image", "stop")
+KINDS = ("run", "export", "image", "stop", "pictures")
 
 
 def root() -> Path:

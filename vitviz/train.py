@@ -2,7 +2,8 @@
 
     python -m vitviz.train --preset cifar --dataset cifar10 --epochs 100 --out runs/cifar
 
-The loop yields dicts: ``start``, ``step`` (loss, lr, images/s, progress, ETA),
+The loop yields dicts: ``start``, ``step`` (loss, lr, images/s, progress, ETA), ``val`` (a quick
+validation on a small held-out sample, every ``quick_val_every_s`` seconds),
 ``epoch`` (train and validation loss and accuracy), ``snapshot`` (the live
 model, on request), ``checkpoint``, and one of ``done``, ``stopped`` or
 ``error``. The CLI prints them with a progress bar; the app streams them.
@@ -32,38 +33,15 @@ import torch
 import torch.nn.functional as F
 
 from . import checkpoint
-from .card import ModelCard, card_of, describe
+from .card import ModelCard, describe
 from .batches import Batches
-from .data import DATASETS, Dataset, Split, load_dataset, normalize
+from .data import DATASETS, Dataset, load_dataset
 from .device import Precision, describe_device, pick_device
+from .validate import QuickVal, epoch_record, evaluate
 from .model import PRESETS, ViT
 from .train_config import ConfigError, TrainConfig
 
 __all__ = ["TrainConfig", "ConfigError", "train", "evaluate", "build_model", "pick_device", "describe_device"]
-
-
-@torch.no_grad()
-def evaluate(model: ViT, split: Split, device=None, batch_size: int = 500, amp: bool = True,
-             precision: Precision | None = None) -> tuple[float, float]:
-    """(mean loss, accuracy) of `model` on a split, in eval mode; restores the model's mode."""
-    device = device or next(model.parameters()).device
-    precision = precision or Precision(device, amp)
-    card = card_of(model)
-    was_training = model.training
-    model.eval()
-    loss_sum, correct = 0.0, 0
-    try:
-        for i in range(0, len(split), batch_size):
-            x = normalize(split.x[i:i + batch_size].to(device), card.mean, card.std)
-            y = split.y[i:i + batch_size].to(device)
-            with precision():
-                logits = model(x)
-            loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").item()
-            correct += (logits.argmax(1) == y).sum().item()
-    finally:
-        model.train(was_training)
-    n = max(1, len(split))
-    return loss_sum / n, correct / n
 
 
 def get_lr(step: int, progress: float, cfg: TrainConfig, warmup_steps: int) -> float:
@@ -215,6 +193,7 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
             yield {"event": "checkpoint", "path": str(path), "epoch": rec["epoch"]}
 
     t0 = time.perf_counter() - run.elapsed_before
+    quick = QuickVal(cfg, data, precision, batches.per_epoch)
     meter = Meter()
     status, message = "done", "finished"
     batches.start_at(run.step)
@@ -239,6 +218,9 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
             meter.add(loss_v, logits, target, batches.size)
             yield step_event(run.step, batches, total_steps, cfg, loss_v, lr, meter.rate(),
                              time.perf_counter() - t0, progress)
+        if quick.due():
+            yield quick.event(model, run.step, time.perf_counter() - t0)
+            meter.rate()  # evaluation time is not training time
         if snapshots and cfg.snapshot_every and run.step % cfg.snapshot_every == 0:
             yield {"event": "snapshot", "at": "step", "step": run.step, "epoch": run.step / batches.per_epoch,
                    "model": model}
@@ -280,17 +262,6 @@ def save_run(out, model, opt, gen, cfg: TrainConfig, history: list, rec: dict):
     if cfg.keep_epochs > 0 and float(rec["epoch"]).is_integer():
         checkpoint.keep_epoch_copy(out, int(rec["epoch"]), cfg.keep_epochs)
     return path
-
-
-def epoch_record(model, data, precision, cfg, epoch, step, elapsed, train_loss, train_acc, limit: int = 0) -> dict:
-    """Validation figures at the end of an epoch (or of the run); `limit` caps the images used."""
-    n = min(x for x in (len(data.val), cfg.eval_images or len(data.val), limit or len(data.val)))
-    val = Split(data.val.x[:n], data.val.y[:n])
-    val_loss, val_acc = (evaluate(model, val, precision.device, precision=precision) if n
-                         else (float("nan"), float("nan")))
-    model.train()
-    return {"epoch": round(float(epoch), 4), "step": step, "train_loss": train_loss, "train_acc": train_acc,
-            "val_loss": val_loss, "val_acc": val_acc, "elapsed": elapsed}
 
 
 def _metrics(rec: dict) -> dict:

@@ -48,6 +48,8 @@ class TrainConfig:
     log_every: int = 10  # steps between step events
     snapshot_every: int = 0  # steps between snapshot events (0: at epoch ends only)
     eval_images: int = 0  # validate on this many held-out images at epoch ends (0: all of them)
+    quick_val_every_s: float = 0  # also validate on a small held-out sample this often, in seconds (0: never)
+    quick_val_images: int = 256  # ... of this many images (the first of the validation split)
     keep_epochs: int = 0  # also keep the last N epochs' weights as OUT-epochNNN (for vitviz.average)
 
     def model_overrides(self) -> dict:
@@ -151,6 +153,7 @@ LIMITS = [
     ("val_size", 0, 50_000, "0 to 50,000"), ("seed", 0, 2**32 - 1, "0 to 4,294,967,295"),
     ("log_every", 1, 100_000, "at least 1"), ("snapshot_every", 0, 10_000_000, "0 or more"),
     ("eval_images", 0, 10_000_000, "0 or more"), ("keep_epochs", 0, 1000, "0 to 1000"),
+    ("quick_val_every_s", 0, 86_400, "0 (never) to 86,400 seconds"), ("quick_val_images", 1, 50_000, "1 to 50,000"),
 ]
 LABELS = {
     "dataset": "The data set", "preset": "The model preset", "embed_dim": "The width", "depth": "The depth",
@@ -161,6 +164,7 @@ LABELS = {
     "erase": "The random-erasing probability", "subset": "The training subset", "val_size": "The validation size",
     "seed": "The seed", "device": "The device", "amp": "Mixed precision", "log_every": "log_every",
     "snapshot_every": "snapshot_every", "eval_images": "eval_images", "keep_epochs": "keep_epochs",
+    "quick_val_every_s": "quick_val_every_s", "quick_val_images": "quick_val_images",
 }
 
 

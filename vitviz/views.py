@@ -4,7 +4,7 @@ The app's handlers call these; so do the tests and benchmarks. No Gradio here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +14,7 @@ from . import interpret as I
 from . import render as R
 from .card import card_of
 from .data import pixels_to_tensor, to_pixels
+from .panels import Scale, panel
 
 
 @dataclass
@@ -24,33 +25,6 @@ class Explanation:
     target: int  # the class gradient rollout explains
     attn: torch.Tensor  # (L, H, N, N)
     grad_rollout: torch.Tensor  # (P,)
-
-
-@dataclass
-class ExploreView:
-    """The Explore tab's pictures, by name. Pictures are uint8 (H, W, 3) arrays; None where not shown
-    (no patch selected, or a compact view for Compare). The field order is the order of the outputs."""
-    top5: dict[str, float]
-    sees: np.ndarray | None = None  # the input, enlarged, with its numbered patch grid
-    rollout: np.ndarray | None = None
-    grad_rollout: np.ndarray | None = None
-    rollout_strip: np.ndarray | None = None  # rollout up to each layer
-    heads: np.ndarray | None = None  # CLS attention, every layer x head
-    head_large: np.ndarray | None = None  # the selected layer and head (from the selected patch if any)
-    patch_heads: np.ndarray | None = None  # from the selected patch, every layer x head
-    patch_rollout: np.ndarray | None = None  # from the selected patch, rolled out
-    summary: str = ""
-
-    def outputs(self) -> tuple:
-        return tuple(getattr(self, f.name) for f in fields(self))
-
-    def pictures(self) -> dict[str, np.ndarray]:
-        """{name: picture} of the pictures this view holds."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if isinstance(getattr(self, f.name), np.ndarray)}
-
-
-OUTPUT_NAMES = tuple(f.name for f in fields(ExploreView))
 
 
 def image_to_pixels(model, image) -> np.ndarray:
@@ -96,85 +70,9 @@ def display_size(cfg) -> int:
     return cfg.image_size * max(1, round(max(256, 32 * cfg.grid_size) / cfg.image_size))
 
 
-def click_to_patch(x: float, y: float, shown_size: int, grid: int) -> int:
-    step = shown_size / grid
-    r = min(grid - 1, max(0, int(y // step)))
-    c = min(grid - 1, max(0, int(x // step)))
-    return r * grid + c
-
-
 def pos_tile_size(grid: int) -> int:
     """Side of one positional-similarity tile on the Model tab."""
     return max(16, min(40, 400 // grid))
-
-
-def _norm_each(maps: torch.Tensor) -> torch.Tensor:
-    """(..., g, g) maps, each scaled to [0, 1] on its own."""
-    flat = maps.float().flatten(-2)
-    lo, hi = flat.amin(-1, keepdim=True), flat.amax(-1, keepdim=True)
-    return ((flat - lo) / (hi - lo).clamp_min(1e-12) * (hi > lo)).view(maps.shape)
-
-
-def _norm(m: torch.Tensor) -> torch.Tensor:
-    """Scale a map to [0, 1] for display."""
-    m = m.float()
-    lo, hi = m.min(), m.max()
-    return (m - lo) / (hi - lo) if hi > lo else torch.zeros_like(m)
-
-
-def render_explore(model, ex: Explanation, head_fusion: str = "mean", discard_ratio: float = 0.0,
-                   layer: int | None = None, head: int | None = None, patch: int | None = None,
-                   alpha: float = 0.6, smooth: bool = True, compact: bool = False) -> ExploreView:
-    """Every picture of the Explore view. `layer` and `head` are 1-based; `patch` 0-based or None.
-    `compact`: only the top 5, rollout, gradient rollout and rollout by layer (the Compare view)."""
-    cfg = card_of(model).config
-    g = cfg.grid_size
-    L, H = ex.attn.shape[:2]
-    layer = L if layer is None else min(max(1, int(layer)), L)
-    head = 1 if head is None else min(max(1, int(head)), H)
-    if patch is not None and not 0 <= patch < g * g:
-        patch = None
-    mode = "bilinear" if smooth else "nearest"
-    S = display_size(cfg)
-    small = max(48, min(96, 576 // max(L, H)))
-    roll = I.attention_rollout(ex.attn[None], head_fusion, discard_ratio, all_layers=True)[0]  # (L, N, N)
-    view = ExploreView(
-        top5=top_k(model, ex.probs),
-        rollout=R.overlay(ex.pixels, _norm(roll[-1, 0, 1:]).view(g, g), S, alpha=alpha, mode=mode),
-        grad_rollout=R.overlay(ex.pixels, _norm(ex.grad_rollout).view(g, g), S, alpha=alpha, mode=mode),
-        rollout_strip=R.layer_strip(ex.pixels, _norm_each(roll[:, 0, 1:].reshape(L, g, g)),
-                                    tile_size=small + 16, alpha=alpha, mode=mode))
-    if compact:
-        return view
-    cls_maps = ex.attn[:, :, 0, 1:].reshape(L, H, g, g)
-    view.sees = np.asarray(R.draw_grid(R.enlarge(ex.pixels, S), g, numbers=True, highlight=patch))
-    view.heads = R.layer_head_grid(ex.pixels, _norm_each(cls_maps), tile_size=small, alpha=0.75)
-    view.head_large = R.overlay(ex.pixels, _norm(cls_maps[layer - 1, head - 1]), S, alpha=0.75, mode="nearest")
-    view.summary = explore_summary(model, ex, layer, head, patch)
-    if patch is not None:
-        pm = ex.attn[:, :, 1 + patch, 1:].reshape(L, H, g, g)
-        view.patch_heads = R.layer_head_grid(ex.pixels, _norm_each(pm), tile_size=small, alpha=0.75)
-        pr = roll[-1, 1 + patch, 1:].clone()
-        others = torch.cat([pr[:patch], pr[patch + 1:]])
-        pr[patch] = others.max() if len(others) else pr[patch]  # its own weight would drown the rest
-        view.patch_rollout = np.asarray(R.draw_grid(R.overlay(ex.pixels, _norm(pr).view(g, g), S, alpha=alpha,
-                                                              mode=mode), g, numbers=False, highlight=patch,
-                                                    color=(90, 90, 90)))
-        view.head_large = np.asarray(R.draw_grid(
-            R.overlay(ex.pixels, _norm(pm[layer - 1, head - 1]), S, alpha=0.75, mode="nearest"), g,
-            numbers=False, highlight=patch, color=(90, 90, 90)))
-    return view
-
-
-def explore_summary(model, ex: Explanation, layer: int, head: int, patch: int | None) -> str:
-    cls = card_of(model).classes
-    p = ex.probs
-    pred = int(p.argmax())
-    lines = [f"**Prediction:** {cls[pred]} ({100 * float(p[pred]):.1f}%). "
-             f"**Gradient rollout explains:** {cls[ex.target]}."]
-    src = "the CLS token" if patch is None else f"patch {patch}"
-    lines.append(f"**Large view:** attention from {src}, layer {layer}, head {head}.")
-    return "  \n".join(lines)
 
 
 # ---------------------------------------------------------------- Model tab
@@ -226,8 +124,13 @@ def default_position(cfg) -> int:
 def position_pictures(summary: ModelSummary, cfg, position: int) -> tuple[np.ndarray, np.ndarray]:
     """(the similarity tiles with `position` outlined, that position's similarity map large): cheap redraws."""
     g = cfg.grid_size
-    return (R.pos_similarity_tiles(summary.similarity, tile_size=pos_tile_size(g), highlight=position),
-            R.similarity_map(summary.similarity, position, display_size(cfg)))
+    scale = Scale("cosine similarity of positional embeddings", -1.0, 1.0, "one scale for all tiles",
+                  cmap="viridis")
+    tiles = R.pos_similarity_tiles(summary.similarity, tile_size=pos_tile_size(g), highlight=position)
+    large = R.similarity_map(summary.similarity, position, display_size(cfg))
+    return (panel(tiles, "", scale),
+            panel(large, f"Position {position} (outlined) against every position", Scale(
+                "cosine similarity", -1.0, 1.0, "the same -1..1 scale as the tiles", cmap="viridis")))
 
 
 def pos_click_to_position(x: float, y: float, cfg) -> int:
@@ -273,13 +176,12 @@ def _training_line(card) -> str:
 # ---------------------------------------------------------------- export
 
 EXPORT_NAMES = {"sees": "input_with_patch_grid", "rollout": "attention_rollout", "grad_rollout": "gradient_rollout",
-                "rollout_strip": "rollout_by_layer", "heads": "cls_attention_layers_x_heads",
-                "head_large": "selected_layer_head", "patch_heads": "patch_attention_layers_x_heads",
-                "patch_rollout": "patch_rollout"}
+                "rollout_strip": "rollout_by_layer", "heads": "attention_every_layer_x_head",
+                "head_large": "selected_layer_head"}
 
 
-def export_view(view: ExploreView, attn: torch.Tensor, folder: str | Path) -> tuple[Path, Path]:
-    """Write every picture of a view as PNGs in one zip, and the raw attention (L, H, N, N) as .npy."""
+def export_view(view, attn: torch.Tensor, folder: str | Path) -> tuple[Path, Path]:
+    """Write every picture of a view (a pictures.ExploreView) as PNGs in one zip, and the raw attention (L, H, N, N) as .npy."""
     import io
     import zipfile
 

@@ -1,34 +1,52 @@
 """The Compare tab: the same image and options through two models, side by side.
 
 For example the shipped model against the one trained in the Train tab, or that run
-after its first epoch against its end (a run keeps up to six epoch snapshots).
+after its first epoch against its end (a run keeps up to six epoch snapshots). It
+redraws whenever its image, a model or an option changes. A side whose model cannot
+be had says so under its menu; the other side is drawn as usual.
 """
 from __future__ import annotations
 
 import gradio as gr
 
-from .. import gallery, views
+from .. import gallery, pictures
 from .activity import ACTIVITY
 from .inputs import FUSIONS, choice, number, pixels_for
-from .models import MODEL_CHOICES, resolve_model
+from .models import model_choices, resolve_model
 from .widgets import pic
+from .. import views
 
-SIDE = ("top5", "rollout", "grad_rollout", "rollout_strip")  # the views.ExploreView fields each side shows
+SIDE = ("top5", "rollout", "grad_rollout", "rollout_strip")  # the pictures.ExploreView fields each side shows
+
+
+def one_side(image, key: str, o: pictures.Options, state) -> tuple[list, str]:
+    """(the side's outputs, "") or (Nones, the sentence saying why it could not be drawn)."""
+    try:
+        model = resolve_model(key, state)
+        ex = views.analyse(model, pixels_for(model, image))
+    except gr.Error as e:
+        return [None] * len(SIDE), f"⚠️ {e.message}"
+    view, _ = pictures.render_explore(model, ex, o, compact=True)
+    return [getattr(view, name) for name in SIDE], ""
 
 
 def compare(image, model_a: str = "cifar10", model_b: str = "mnist", fusion: str = "mean", discard: float = 0.0,
             state=None):
-    """(left top 5, rollout, gradient rollout, rollout by layer, then the same for the right)."""
-    fusion = choice(fusion, "Head fusion", FUSIONS, default="mean")
-    discard = number(discard, "The discard ratio", 0.0, 0.99, default=0.0)
-    out = []
+    """(left top 5, rollout, gradient rollout, rollout by layer, then the same for the right, then the left and
+    right notes: empty, or why that side could not be drawn)."""
+    o = pictures.Options(fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
+                         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0))
     with ACTIVITY:
-        for key in (model_a, model_b):
-            model = resolve_model(key, state)
-            ex = views.analyse(model, pixels_for(model, image))
-            view = views.render_explore(model, ex, fusion, discard, compact=True)
-            out += [getattr(view, name) for name in SIDE]
-    return tuple(out)
+        (a, note_a), (b, note_b) = one_side(image, model_a, o, state), one_side(image, model_b, o, state)
+    return (*a, *b, note_a, note_b)
+
+
+def compare_page(*args):
+    """The page's update: as /compare, and a bad option or image said under the image, the panels kept."""
+    try:
+        return (*compare(*args), "")
+    except gr.Error as e:
+        return (*[gr.skip()] * (2 * len(SIDE) + 2), f"⚠️ {e.message}")
 
 
 # ---------------------------------------------------------------- layout and wiring
@@ -37,30 +55,45 @@ def compare(image, model_a: str = "cifar10", model_b: str = "mnist", fusion: str
 def build() -> dict:
     gr.Markdown("The same image and options through two models, side by side: for example the shipped "
                 "model against the one you trained in the Train tab, or that run after its first epoch "
-                "against its end (a run keeps up to six epoch snapshots).")
+                "against its end (a run keeps up to six epoch snapshots). It redraws when anything here changes.")
     examples = gallery.items("cifar10")
     c = {}
-    with gr.Row():
-        c["image"] = gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"], label="Image",
-                              height=200, value=examples[3][0] if examples else None)
-        with gr.Column():
-            c["a"] = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Left model", allow_custom_value=True)
-            c["b"] = gr.Dropdown(MODEL_CHOICES, value="mnist", label="Right model", allow_custom_value=True)
-            c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Rollout head fusion")
-            c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard fraction")
-            c["go"] = gr.Button("Compare", variant="primary", elem_id="compare-btn")
-    with gr.Row():
-        for side, name in (("a", "Left"), ("b", "Right")):
-            with gr.Column():
-                c[f"top5_{side}"] = gr.Label(num_top_classes=5, label=f"{name}: top 5")
-                with gr.Row():
-                    c[f"rollout_{side}"] = pic(f"{name}: rollout", f"compare-rollout-{side}")
-                    c[f"grad_rollout_{side}"] = pic(f"{name}: gradient rollout", fmt="png")
-                c[f"rollout_strip_{side}"] = pic(f"{name}: rollout by layer", fmt="png")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=0, min_width=260):
+            c["image"] = gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"], label="Image",
+                                  height=260, value=examples[3][0] if examples else None, elem_id="compare-image",
+                                  elem_classes=["vv-input"])
+            c["note"] = gr.Markdown(elem_classes=["vv-note"])
+        with gr.Column(scale=1, min_width=300):
+            c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Rollout: heads combined by")
+            c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard the weakest fraction")
+            c["go"] = gr.Button(visible=False)  # /compare for API callers; the page redraws on every change
+    with gr.Row(equal_height=False):
+        for side, name, key in (("a", "Left", "cifar10"), ("b", "Right", "mnist")):
+            with gr.Column(min_width=300):
+                c[side] = gr.Dropdown(model_choices(), value=key, label=f"{name} model", allow_custom_value=True,
+                                      elem_id=f"compare-{side}")
+                c[f"note_{side}"] = gr.Markdown(elem_classes=["vv-note"], elem_id=f"compare-note-{side}")
+    for kind, label in (("top5", "top 5"), ("rollout", None), ("grad_rollout", None), ("rollout_strip", None)):
+        with gr.Row(equal_height=False):  # a row each, left and right: on a phone they alternate
+            for side, name in (("a", "Left"), ("b", "Right")):
+                if kind == "top5":
+                    c[f"top5_{side}"] = gr.Label(num_top_classes=5, label=f"{name}: {label}", show_heading=False,
+                                                 min_width=300)
+                else:
+                    c[f"{kind}_{side}"] = pic(f"{name}: {kind.replace('_', ' ')}", f"compare-{kind}-{side}".replace(
+                        "_", "-"), fmt="png", min_width=300)
     return c
 
 
 def wire(c: dict, shell):
-    outputs = [c[f"{name}_{side}"] for side in ("a", "b") for name in SIDE]
-    c["go"].click(compare, [c["image"], c["a"], c["b"], c["fusion"], c["discard"], shell.state], outputs,
-                  preprocess=False, api_name="compare", api_description="Two models on the same image and options.")
+    inputs = [c["image"], c["a"], c["b"], c["fusion"], c["discard"], shell.state]
+    outputs = [c[f"{name}_{side}"] for side in ("a", "b") for name in SIDE] + [c["note_a"], c["note_b"]]
+    c["go"].click(compare, inputs, outputs, preprocess=False, api_name="compare",
+                  api_description="Two models on the same image and options.")
+    page = dict(fn=compare_page, inputs=inputs, outputs=outputs + [c["note"]], preprocess=False,
+                api_visibility="private", trigger_mode="always_last")
+    for k in ("image", "a", "b", "fusion"):
+        c[k].change(**page)
+    c["discard"].release(**page)
+    return page

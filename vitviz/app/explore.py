@@ -1,67 +1,89 @@
-"""The Explore tab: one image through the chosen model, every attention picture, a patch to click.
+"""The Explore tab: one image through the chosen model, every attention picture, a token to pick.
 
 Layout first (`build`), then the handlers, then the wiring (`wire`). The pictures are
-drawn by vitviz.views as one `ExploreView`; its field order is the order of the
-outputs, written once.
+vitviz.pictures' `ExploreView`; its field order is the order of the outputs, written
+once. The page's events send only the pictures that changed (the rest are gr.skip())
+and put an error beside the control it is about; the API endpoints (/explain,
+/export, /predict) answer every picture, or a gr.Error with the same sentence.
 """
 from __future__ import annotations
-
 
 import gradio as gr
 import numpy as np
 import torch
 from PIL import Image
 
-from .. import gallery, scratch, views
+from .. import gallery, pictures, scratch, views
 from ..card import card_of
 from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
 from .activity import ACTIVITY
-from .inputs import FUSIONS, PREDICTED, choice, number, patch_index, pixels_for, whole
+from .inputs import FUSIONS, PREDICTED, FieldError, choice, number, patch_index, pixels_for, whole
 from . import models
-from .models import resolve_model, visitor
+from .models import DEFAULT_EXAMPLE, resolve_model, visitor
 from .widgets import pic
 
+OPTIONS = ("fusion", "discard", "target", "layer", "head", "patch", "alpha", "smooth", "shared")
+NOTES = ("image_note", "target_note", "patch_note")  # where the page says what went wrong, by the control
 
-def explore_view(image, model_key: str = "cifar10", fusion: str = "mean", discard: float = 0.0,
-                 target: str = PREDICTED, layer: float = 6, head: float = 1, patch: float = -1,
-                 alpha: float = 0.6, smooth: bool = True, state=None):
-    """(ExploreView, Explanation, visitor) for one image and one set of options."""
+
+def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=PREDICTED, layer=6, head=1,
+                 patch=-1, alpha=0.6, smooth=True, shared=False, state=None):
+    """(ExploreView, the names of the pictures drawn now, Explanation, visitor) for one image and options."""
     with ACTIVITY:
-        return _explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, state)
-
-
-def _explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, state):
-    v = visitor(state)
-    model = resolve_model(model_key, v)
-    cfg = card_of(model).config
-    fusion = choice(fusion, "Head fusion", FUSIONS, default="mean")
-    discard = number(discard, "The discard ratio", 0.0, 0.99, default=0.0)
-    alpha = number(alpha, "The map opacity", 0.0, 1.0, default=0.6)
-    layer = min(max(1, whole(layer, "The layer", -10**9, 10**9, default=cfg.depth)), cfg.depth)
-    head = min(max(1, whole(head, "The head", -10**9, 10**9, default=1)), cfg.num_heads)
-    p = patch_index(patch, cfg.num_patches)
-    pixels = pixels_for(model, image)
-    try:
-        t = views.parse_target(model, target)
-    except ValueError as e:
-        raise gr.Error(f"Gradient rollout class: {e}.") from None
-    key = (model_key, id(model), hash(pixels.tobytes()), t)
-    if v.last is not None and v.last[0] == key:
+        v = visitor(state)
+        model = resolve_model(model_key, v)
+        o = _options(card_of(model).config, fusion, discard, layer, head, patch, alpha, smooth, shared)
+        pixels = pixels_for(model, image)
+        try:
+            t = views.parse_target(model, target)
+        except ValueError as e:
+            raise FieldError(f"Gradient rollout class: {e}.", "target") from None
+        key = (model_key, id(model), hash(pixels.tobytes()), t)
+        if v.last is None or v.last[0] != key:
+            v.last = (key, views.analyse(model, pixels, t))
         ex = v.last[1]
-    else:
-        ex = views.analyse(model, pixels, t)
-        v.last = (key, ex)
-    view = views.render_explore(model, ex, fusion, discard, layer, head, p, alpha, bool(smooth))
-    return view, ex, v
+        view, fresh = pictures.render_explore(model, ex, o, v.pictures)
+        return view, fresh, ex, v
+
+
+def _options(cfg, fusion, discard, layer, head, patch, alpha, smooth, shared) -> pictures.Options:
+    return pictures.Options(
+        fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
+        discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0),
+        layer=min(max(1, whole(layer, "The layer", -10**9, 10**9, default=cfg.depth)), cfg.depth),
+        head=min(max(1, whole(head, "The head", -10**9, 10**9, default=1)), cfg.num_heads),
+        patch=patch_index(patch, cfg.num_patches),
+        alpha=number(alpha, "The map opacity", 0.0, 1.0, default=0.6),
+        smooth=bool(smooth), shared=bool(shared))
 
 
 def explain(image, model_key: str = "cifar10", fusion: str = "mean", discard: float = 0.0,
             target: str = PREDICTED, layer: float = 6, head: float = 1, patch: float = -1,
-            alpha: float = 0.6, smooth: bool = True, state=None):
-    """Every Explore picture for one image and one set of options (the outputs of views.ExploreView, then
-    the visitor's state)."""
-    view, _, v = explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, state)
-    return (*view.outputs(), v)
+            alpha: float = 0.6, smooth: bool = True, shared: bool = False, state=None):
+    """/explain: every Explore picture for one image and one set of options (views.ExploreView's fields)."""
+    view, _, _, v = explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth,
+                                 shared, state)
+    files = v.files.paths(view.pictures())
+    return tuple(files.get(name, value) for name, value in zip(pictures.OUTPUT_NAMES, view.outputs()))
+
+
+def explain_page(*args):
+    """The page's update: the pictures that changed (gr.skip() for the rest), the summary, the state, and the
+    three notes; an error goes into the note beside its control and leaves the pictures as they were."""
+    state = args[-1]
+    notes = {k: "" for k in NOTES}
+    try:
+        view, fresh, _, v = explore_view(*args)
+    except gr.Error as e:
+        v = visitor(state)
+        v.pictures.clear()  # the page keeps its pictures; the next answer sends all of them again
+        field = getattr(e, "field", "image")
+        notes[f"{field}_note" if f"{field}_note" in notes else "image_note"] = f"⚠️ {e.message}"
+        return (*[gr.skip()] * len(pictures.OUTPUT_NAMES), v, *notes.values())
+    files = v.files.paths({k: p for k, p in view.pictures().items() if k in fresh})
+    out = [files.get(name, getattr(view, name)) if name in fresh or name not in pictures.PICTURE_NAMES else gr.skip()
+           for name in pictures.OUTPUT_NAMES]
+    return (*out, v, *notes.values())
 
 
 @torch.inference_mode()
@@ -77,85 +99,132 @@ def predict(image, model_key: str = "cifar10", state=None) -> dict[str, float]:
 
 def export(image, model_key: str = "cifar10", fusion: str = "mean", discard: float = 0.0, target: str = PREDICTED,
            layer: float = 6, head: float = 1, patch: float = -1, alpha: float = 0.6, smooth: bool = True,
-           state=None):
+           shared: bool = False, state=None):
     """Every picture of the current Explore view as PNGs in a zip, and the raw attention as .npy."""
-    view, ex, v = explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, state)
+    view, _, ex, v = explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth,
+                                  shared, state)
     zpath, npath = views.export_view(view, ex.attn, scratch.new_folder("export"))
     return [str(zpath), str(npath)], v
+
+
+def export_page(*args):
+    """The Export button: the files appear (the box was hidden until now), or the reason beside the button."""
+    try:
+        files, v = export(*args)
+    except gr.Error as e:
+        return gr.update(visible=False), args[-1], f"⚠️ {e.message}"
+    return gr.update(value=files, visible=True), v, ""
+
+
+# ---------------------------------------------------------------- the image: examples, uploads, test images
 
 
 def examples_default() -> str | None:
     """The example the page opens on: a CIFAR-10 test image of the shipped model's gallery."""
     items = gallery.items("cifar10")
-    return items[3][0] if len(items) > 3 else None
-
-
-def examples_for(model) -> list[tuple[str, str]]:
-    return gallery.items(card_of(model).gallery)
+    return items[DEFAULT_EXAMPLE][0] if len(items) > DEFAULT_EXAMPLE else None
 
 
 def pick_example(model_key: str, state, evt: gr.SelectData):
     """The clicked example, from the gallery that suits the chosen model (MNIST digits for an MNIST model)."""
-    items = examples_for(resolve_model(model_key, state))
+    v = visitor(state)
+    try:
+        ds = card_of(resolve_model(model_key, v)).gallery
+    except gr.Error as e:
+        return gr.skip(), gr.skip(), v, f"⚠️ {e.message}"
+    items = gallery.items(ds)
     if not items:
-        raise gr.Error("No examples are shipped for this model.")
-    path, _ = items[evt.index % len(items)]
-    return path, -1
+        return gr.skip(), gr.skip(), v, "⚠️ No examples are shipped for this model."
+    v.image_gallery, v.example = ds, evt.index % len(items)
+    return items[v.example][0], -1, v, ""
+
+
+def upload_image(file, model_key: str, state):
+    """An image from the Upload button: it becomes the shown image; the gallery lets go of its selection."""
+    v = visitor(state)
+    path = file if isinstance(file, str) else getattr(file, "name", None)
+    try:
+        from .inputs import read_image
+
+        read_image(path)
+        v.image_gallery = card_of(resolve_model(model_key, v)).gallery
+    except gr.Error as e:
+        return gr.skip(), gr.skip(), gr.skip(), v, f"⚠️ {e.message}"
+    v.example = None
+    return path, -1, gr.update(selected_index=None), v, ""
 
 
 _test_sets: dict[str, object] = {}
 
 
 def random_test_image(model_key: str, state):
-    model = resolve_model(model_key, state)
-    ds = card_of(model).gallery
+    """A random image of the model's test set, its true label said beside the buttons."""
+    v = visitor(state)
     try:
+        ds = card_of(resolve_model(model_key, v)).gallery
         if ds not in _test_sets:
             _test_sets[ds] = load_dataset(ds, val_size=0).test
+    except gr.Error as e:
+        return gr.skip(), gr.skip(), gr.skip(), v, f"⚠️ {e.message}"
     except DataUnavailable:
-        raise gr.Error("The full test set is not on this machine (set VITVIZ_DATA to use it); "
-                       "pick one of the examples instead.") from None
+        return (gr.skip(), gr.skip(), gr.skip(), v, "⚠️ The full test set is not on this machine (set VITVIZ_DATA "
+                "to use it); pick one of the examples instead.")
     split = _test_sets[ds]
     i = int(np.random.default_rng().integers(len(split)))
     arr = split.x[i].permute(1, 2, 0).numpy()
-    im = Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr)
     label = DATASETS[ds]["classes"][int(split.y[i])]
     path = scratch.new_folder("image") / f"test_{i}_{label}.png"
-    im.save(path)
-    return str(path), -1, f"Random test image #{i}; true label: **{label}**"
+    Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr).save(path)
+    v.image_gallery, v.example = ds, None
+    return str(path), -1, gr.update(selected_index=None), v, f"Random test image #{i}; true label: **{label}**"
 
 
-def click_patch(model_key: str, state, evt: gr.SelectData):
-    cfg = card_of(resolve_model(model_key, state)).config
-    x, y = evt.index[0], evt.index[1]
-    return views.click_to_patch(x, y, views.display_size(cfg), cfg.grid_size)
+def click_token(model_key: str, state, evt: gr.SelectData):
+    """A click on the input: the patch under it, or -1 for the CLS tile."""
+    try:
+        cfg = card_of(resolve_model(model_key, state)).config
+    except gr.Error:
+        return gr.skip()
+    return pictures.click_to_token(evt.index[0], evt.index[1], cfg)
+
+
+# ---------------------------------------------------------------- a new model
 
 
 def controls_for(model_key: str, state, progress=gr.Progress(track_tqdm=True)):
-    """When the model changes: its class list, slider ranges and example gallery; the patch goes back to none.
+    """When the model changes: its class list, slider ranges and example gallery, an example image that suits
+    it if the shown one does not (MNIST digits for an MNIST model), and the CLS token selected again.
 
-    A model that cannot be had (ViT-B/16 without internet, no session model yet) gets a warning and the menu
-    goes back to the shipped CIFAR-10 model. A first ViT-B/16 load shows the download's progress (torchvision's
-    tqdm bar, tracked) and says where the weights are kept; it holds up no one else (a lock per model)."""
+    A model that cannot be had (ViT-B/16 without internet, no session model yet) is said beside the menu and
+    the menu goes back to the shipped CIFAR-10 model. A first ViT-B/16 load shows the download's progress
+    (torchvision's tqdm bar, tracked); it holds up no one else (a lock per model)."""
+    v = visitor(state)
     if model_key == "vit_b_16" and not models.MODELS.loaded("vit_b_16"):
         from ..tv_vit import weights_cached, weights_folder
 
         progress(0, desc="Loading ViT-B/16" + ("" if weights_cached() else " (downloading 330 MB once)"))
-        gr.Info(f"ViT-B/16's weights are kept in {weights_folder()}.")
+        note = f"ViT-B/16's weights are kept in {weights_folder()}."
+    else:
+        note = ""
     try:
-        model = resolve_model(model_key, state)
+        model = resolve_model(model_key, v)
     except gr.Error as e:
-        gr.Warning(e.message)
+        note = f"⚠️ {e.message} {note} Showing the {models.SHARED['cifar10']} instead.".replace("  ", " ")
         model_key = "cifar10"
-        model = resolve_model(model_key, state)
+        model = resolve_model(model_key, v)
     card = card_of(model)
-    cfg = card.config
+    items = gallery.items(card.gallery)
+    image = gr.skip()
+    if v.image_gallery != card.gallery and items:  # the shown image belongs with another kind of model
+        v.example = min(DEFAULT_EXAMPLE if v.example is None else v.example, len(items) - 1)
+        v.image_gallery = card.gallery
+        image = items[v.example][0]
     return (model_key,
             gr.update(choices=[PREDICTED] + list(card.classes), value=PREDICTED),
-            gr.update(maximum=cfg.depth, value=cfg.depth),
-            gr.update(maximum=cfg.num_heads, value=1),
-            gr.update(value=examples_for(model), label=GALLERY_LABELS[card.gallery]),
-            -1)
+            gr.update(maximum=card.config.depth, value=card.config.depth),
+            gr.update(maximum=card.config.num_heads, value=1),
+            gr.update(value=items, label=GALLERY_LABELS.get(card.gallery, "Examples"), selected_index=v.example),
+            -1, image, v, note)
 
 
 GALLERY_LABELS = {"cifar10": "Examples: CIFAR-10 test images", "mnist": "Examples: MNIST test digits"}
@@ -163,81 +232,126 @@ GALLERY_LABELS = {"cifar10": "Examples: CIFAR-10 test images", "mnist": "Example
 
 # ---------------------------------------------------------------- layout and wiring
 
+HELP = {
+    "sees": "What the model sees, cut into its patches. **Click a patch** to see what it attends to; "
+            "click **CLS** (the class token, whose output is classified) to go back.",
+    "rollout": "Where the selected token's information comes from, attention multiplied through every layer "
+               "(Abnar & Zuidema, 2020). Brighter: more.",
+    "grad_rollout": "Which patches raise the named class's score: attention weighted by its gradient, positive "
+                    "part, rolled through the layers (Chefer et al., 2021).",
+    "head_large": "One head of one layer: the selected token's softmax row, how much it takes from each patch "
+                  "(the row sums to 1 with CLS).",
+    "rollout_strip": "Rollout stopped after layer 1, 2, ...: how the picture forms with depth.",
+    "heads": "Each tile is one head's attention from the selected token. Early layers often look near the token, "
+             "later ones across the image.",
+}
+
+
+def _help(name: str):
+    return gr.Markdown(HELP[name], elem_classes=["vv-help"])
+
 
 def build() -> dict:
-    """The Explore tab's components, by name; the pictures under the names of views.ExploreView's fields."""
-    c = {}
-    with gr.Row():
-        with gr.Column(scale=1, min_width=300):
-            c["image"] = gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"], label="Image",
-                                  height=240, elem_id="input-image")
-            c["examples"] = gr.Gallery(value=gallery.items("cifar10"), label=GALLERY_LABELS["cifar10"], columns=10,
-                                       height=200, allow_preview=False, elem_id="examples")
+    """The Explore tab's components, by name; the pictures under the names of pictures.ExploreView's fields."""
+    c = {"image": gr.Image(type="filepath", image_mode=None, visible=False, elem_id="input-image")}
+    with gr.Row(equal_height=False, elem_id="explore-top"):
+        with gr.Column(scale=0, min_width=330, elem_id="input-col"):
+            c["sees"] = pic("What the model sees (click a patch or CLS)", "sees")
             with gr.Row():
-                c["random"] = gr.Button("Random test image", size="sm")
-                c["explain"] = gr.Button("Explain", variant="primary", size="sm", elem_id="explain-btn")
-                c["export"] = gr.Button("Export view", size="sm", elem_id="export-btn")
-            c["export_files"] = gr.File(label="Exported: PNGs (zip) and raw attention (.npy)", file_count="multiple",
-                                        interactive=False, elem_id="export-files")
-            c["image_note"] = gr.Markdown()
-            c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Rollout head fusion", elem_id="fusion")
-            c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard the weakest fraction")
+                c["upload"] = gr.UploadButton("Upload image", file_types=["image"], size="sm", elem_id="upload-btn",
+                                              min_width=80)
+                c["random"] = gr.Button("Random test image", size="sm", elem_id="random-btn", min_width=80)
+            c["top5"] = gr.Label(num_top_classes=5, label="Prediction (top 5)", show_heading=False, elem_id="top5")
+            c["image_note"] = gr.Markdown(elem_classes=["vv-note"], elem_id="image-note")
+        with gr.Column(scale=1, min_width=262):
+            c["rollout"] = pic("Attention rollout", "rollout")
+            c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Heads combined by", elem_id="fusion")
+            c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Discard weakest",
+                                     elem_id="discard")
+            _help("rollout")
+        with gr.Column(scale=1, min_width=262):
+            c["grad_rollout"] = pic("Gradient rollout", "grad-rollout")
             c["target"] = gr.Dropdown([PREDICTED] + DATASETS["cifar10"]["classes"], value=PREDICTED,
-                                      label="Gradient rollout: explain class")
-            with gr.Row():
-                c["layer"] = gr.Slider(1, 6, value=6, step=1, label="Layer (large view)")
-                c["head"] = gr.Slider(1, 6, value=1, step=1, label="Head (large view)")
-            c["patch"] = gr.Number(value=-1, precision=0, label="Selected patch (click the input; -1: none)",
-                                   elem_id="patch")
-            with gr.Row():
-                c["alpha"] = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Map opacity")
-                c["smooth"] = gr.Checkbox(value=True, label="Smooth maps (bilinear)")
-        with gr.Column(scale=2):
-            c["summary"] = gr.Markdown()
-            with gr.Row():
-                c["sees"] = pic("What the model sees (click a patch)", "sees", fmt="png", height=320)
-                c["top5"] = gr.Label(num_top_classes=5, label="Top 5")
-            with gr.Row():
-                c["rollout"] = pic("Attention rollout", "rollout")
-                c["grad_rollout"] = pic("Gradient rollout")
-                c["head_large"] = pic("Selected layer and head")
-            c["rollout_strip"] = pic("Rollout up to each layer")
-            c["heads"] = pic("CLS attention: every layer x head")
-            with gr.Row():
-                c["patch_heads"] = pic("From the selected patch: every layer x head", "patch-heads")
-                c["patch_rollout"] = pic("From the selected patch: rolled out", fmt="png")
+                                      label="Explain class", elem_id="target")
+            c["target_note"] = gr.Markdown(elem_classes=["vv-note"])
+            _help("grad_rollout")
+        with gr.Column(scale=1, min_width=262):
+            c["head_large"] = pic("Selected layer and head", "head-large")
+            c["layer"] = gr.Slider(1, 6, value=6, step=1, label="Layer", elem_id="layer")
+            c["head"] = gr.Slider(1, 6, value=1, step=1, label="Head", elem_id="head")
+            _help("head_large")
+    _build_below(c)
     return c
 
 
-OPTIONS = ("fusion", "discard", "target", "layer", "head", "patch", "alpha", "smooth")
+def _build_below(c: dict):
+    """Under the first screen: the token and the display options, the examples, export; the many-panel maps."""
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300):
+            c["summary"] = gr.Markdown(elem_id="summary")
+            _help("sees")
+            with gr.Row():
+                c["patch"] = gr.Number(value=-1, precision=0, label="Selected token: patch number (-1: CLS)",
+                                       elem_id="patch", min_width=160)
+                c["to_cls"] = gr.Button("Back to CLS", size="sm", elem_id="cls-btn", min_width=100)
+            c["patch_note"] = gr.Markdown(elem_classes=["vv-note"])
+        with gr.Column(scale=1, min_width=300):
+            with gr.Row():
+                c["alpha"] = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Map opacity", min_width=140)
+                c["smooth"] = gr.Checkbox(value=True, label="Smooth maps (bilinear)", min_width=120)
+            c["shared"] = gr.Checkbox(value=False, label="One colour scale for all tiles (below)", elem_id="shared")
+            with gr.Row():
+                c["export"] = gr.Button("Export this view (PNGs + raw attention)", size="sm", elem_id="export-btn")
+            c["export_note"] = gr.Markdown(elem_classes=["vv-note"])
+            c["export_files"] = gr.File(label="Exported: PNGs (zip) and raw attention (.npy)", file_count="multiple",
+                                        interactive=False, visible=False, elem_id="export-files")
+        with gr.Column(scale=2, min_width=300):
+            c["examples"] = gr.Gallery(value=gallery.items("cifar10"), label=GALLERY_LABELS["cifar10"], columns=10,
+                                       height=170, allow_preview=False, selected_index=DEFAULT_EXAMPLE,
+                                       elem_id="examples")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300):
+            c["rollout_strip"] = pic("Rollout up to each layer", "rollout-strip", elem_classes_extra=["vv-wide"])
+            _help("rollout_strip")
+        with gr.Column(scale=1, min_width=300):
+            c["heads"] = pic("Attention in every layer and head", "heads", elem_classes_extra=["vv-wide"])
+            _help("heads")
+    c["api_explain"], c["api_export"] = gr.Button(visible=False), gr.Button(visible=False)
 
 
 def wire(c: dict, shell):
     """Explore's events. `shell` gives the model menu and the visitor's state."""
     inputs = [c["image"], shell.model_dd] + [c[k] for k in OPTIONS] + [shell.state]
-    outputs = [c[name] for name in views.OUTPUT_NAMES] + [shell.state]
-    ev = dict(fn=explain, inputs=inputs, outputs=outputs, preprocess=False, concurrency_limit=4)
-    c["explain"].click(**ev, api_name="explain",
-                       api_description="Attention pictures for an image: rollout, gradient rollout, "
-                                       "per layer x head, and from a chosen patch.")
-    for k in ("fusion", "discard", "target", "layer", "head", "patch", "smooth"):
-        c[k].change(**ev, api_visibility="private", trigger_mode="always_last")
-    c["alpha"].release(**ev, api_visibility="private")
-    c["image"].change(lambda: -1, None, c["patch"], api_visibility="private", queue=False).then(
-        **ev, api_visibility="private")
+    page = dict(fn=explain_page, inputs=inputs, preprocess=False, concurrency_limit=4, api_visibility="private",
+                outputs=[c[name] for name in pictures.OUTPUT_NAMES] + [shell.state] + [c[k] for k in NOTES])
+    c["api_explain"].click(explain, inputs, [c[name] for name in pictures.OUTPUT_NAMES], preprocess=False,
+                           concurrency_limit=4, api_name="explain",
+                           api_description="Attention pictures for an image: rollout, gradient rollout, one layer "
+                                           "and head, and every layer x head, from the CLS token or a chosen patch.")
+    for k in ("fusion", "target", "layer", "head", "patch", "smooth", "shared"):
+        c[k].change(**page, trigger_mode="always_last")
+    for k in ("discard", "alpha"):
+        c[k].release(**page)
+    c["image"].change(**page)
     shell.hidden_predict.click(predict, [c["image"], shell.model_dd, shell.state], c["top5"], preprocess=False,
                                api_name="predict", api_description="Top-5 class probabilities for an image.")
-    c["examples"].select(pick_example, [shell.model_dd, shell.state], [c["image"], c["patch"]],
-                         api_visibility="private")
-    c["random"].click(random_test_image, [shell.model_dd, shell.state], [c["image"], c["patch"], c["image_note"]],
+    c["examples"].select(pick_example, [shell.model_dd, shell.state], [c["image"], c["patch"], shell.state,
+                                                                       c["image_note"]], api_visibility="private")
+    c["upload"].upload(upload_image, [c["upload"], shell.model_dd, shell.state],
+                       [c["image"], c["patch"], c["examples"], shell.state, c["image_note"]], api_visibility="private")
+    c["random"].click(random_test_image, [shell.model_dd, shell.state],
+                      [c["image"], c["patch"], c["examples"], shell.state, c["image_note"]], api_visibility="private")
+    c["sees"].select(click_token, [shell.model_dd, shell.state], c["patch"], api_visibility="private")
+    c["to_cls"].click(lambda: -1, None, c["patch"], api_visibility="private", queue=False)
+    c["api_export"].click(export, inputs, [c["export_files"], shell.state], preprocess=False, api_name="export",
+                          api_description="The Explore view's pictures as PNGs in a zip, and the raw attention as .npy.")
+    c["export"].click(export_page, inputs, [c["export_files"], shell.state, c["export_note"]], preprocess=False,
                       api_visibility="private")
-    c["sees"].select(click_patch, [shell.model_dd, shell.state], c["patch"], api_visibility="private")
-    c["export"].click(export, inputs, [c["export_files"], shell.state], preprocess=False, api_name="export",
-                      api_description="The Explore view's pictures as PNGs in a zip, and the raw attention as .npy.")
-    return ev
+    return page
 
 
 def model_changed(c: dict, shell):
     """What the model menu's change does to this tab: (fn, inputs, outputs) for the shell's chain."""
     return dict(fn=controls_for, inputs=[shell.model_dd, shell.state],
-                outputs=[shell.model_dd, c["target"], c["layer"], c["head"], c["examples"], c["patch"]])
+                outputs=[shell.model_dd, c["target"], c["layer"], c["head"], c["examples"], c["patch"], c["image"],
+                         shell.state, shell.model_note])

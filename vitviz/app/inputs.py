@@ -16,11 +16,32 @@ from .. import views
 from ..data import open_image
 
 FUSIONS = ["mean", "max", "min"]
+
+
+class FieldError(gr.Error):
+    """A gr.Error that knows which control it is about, so the page can say it beside that control."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+def about(field: str, e: gr.Error) -> FieldError:
+    """`e` as a FieldError about `field` (one already about a field keeps it)."""
+    return e if isinstance(e, FieldError) else FieldError(e.message, field)
 PREDICTED = "predicted class"
 
 
 def read_image(payload) -> Image.Image:
-    """The uploaded image from a Gradio file payload (dict or path), opened with vitviz's guards."""
+    """The uploaded image from a Gradio file payload (dict or path), opened with vitviz's guards; a FieldError
+    about "image" otherwise."""
+    try:
+        return _read_image(payload)
+    except gr.Error as e:
+        raise about("image", e) from None
+
+
+def _read_image(payload) -> Image.Image:
     if payload is None:
         raise gr.Error("Choose an image first: upload one or pick one from the examples.")
     path = payload.get("path") if isinstance(payload, dict) else payload
@@ -38,7 +59,7 @@ def pixels_for(model, payload) -> np.ndarray:
     try:
         return views.image_to_pixels(model, image)
     except ValueError as e:
-        raise gr.Error(f"That image could not be used: {e}.") from None
+        raise FieldError(f"That image could not be used: {e}.", "image") from None
 
 
 def number(value, what: str, lo: float, hi: float, default: float | None = None) -> float:
@@ -76,10 +97,13 @@ def choice(value, what: str, options: list[str], default: str | None = None) -> 
 
 def patch_index(value, num_patches: int) -> int | None:
     """A selected patch: None for none (-1 or empty); a sentence for one off the grid."""
-    p = whole(value, "The selected patch", -1, 10**9, default=-1)
+    try:
+        p = whole(value, "The selected patch", -1, 10**9, default=-1)
+    except gr.Error as e:
+        raise about("patch", e) from None
     if p < 0:
         return None
     if p >= num_patches:
-        raise gr.Error(f"Patch {p} is not on this model's grid: patches are numbered 0 to {num_patches - 1} "
-                       "(-1 for the CLS token).")
+        raise FieldError(f"Patch {p} is not on this model's grid: patches are numbered 0 to {num_patches - 1} "
+                       "(-1 for the CLS token).", "patch")
     return p

@@ -65,17 +65,40 @@ def pos_click(model_key: str, state, evt: gr.SelectData):
 # ---------------------------------------------------------------- layout and wiring
 
 
+HELP = {
+    "pos": "Each small tile is one patch position; its colours: how similar that position's learned embedding is "
+           "to every other position's. A bright spot at the tile's own place, fading with distance, means the "
+           "model learned the 2-D layout on its own (the ViT paper's Figure 7). **Click a tile.**",
+    "large": "The clicked position against every position, large.",
+    "distance": "Each dot is one head: how far, in pixels, its attention reaches on average. Low: a head that "
+                "looks near its patch; near the dashed line: attention spread over the whole image.",
+    "components": "The main directions the first layer projects each patch onto; like a CNN's first filters, "
+                  "they pick up colours, edges and stripes.",
+}
+
+
+def _help(name: str):
+    return gr.Markdown(HELP[name], elem_classes=["vv-help"])
+
+
 def build() -> dict:
     c = {"card": gr.Markdown()}
     with gr.Row():
-        c["pos_tiles"] = pic("Positional-embedding similarity (click a position)", "pos-tiles")
-        c["pos_large"] = pic("Selected position")
+        with gr.Column():
+            c["pos_tiles"] = pic("Positional-embedding similarity (click a position)", "pos-tiles", show_label=True)
+            _help("pos")
+        with gr.Column():
+            c["pos_large"] = pic("Selected position", "pos-large")
+            _help("large")
     c["position"] = gr.Number(value=-1, precision=0, visible=False)
     with gr.Row():
-        c["distance"] = pic("Mean attention distance per head")
         with gr.Column():
-            c["components"] = pic("Patch-embedding filters: principal components")
+            c["distance"] = pic("Mean attention distance per head", "distance")
+            _help("distance")
+        with gr.Column():
+            c["components"] = pic("Patch-embedding filters: principal components", show_label=True)
             c["components_note"] = gr.Markdown()
+            _help("components")
     return c
 
 

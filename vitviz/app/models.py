@@ -20,6 +20,8 @@ import torch
 
 from .. import checkpoint, memory
 from ..hub import load_model
+from ..pictures import PictureCache
+from .picfiles import PictureFiles
 from . import limits
 
 SHARED = {"cifar10": "CIFAR-10 ViT (shipped)", "mnist": "MNIST ViT (shipped)",
@@ -28,6 +30,16 @@ MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
     ("Trained in this session (Train tab)", "session"),
     ("Uploaded checkpoint", "upload"),
 ]
+DEFAULT_EXAMPLE = 3  # the gallery image the page opens on
+
+
+def model_choices() -> list[tuple[str, str]]:
+    """The model menu, saying which model needs internet before it is picked."""
+    from ..tv_vit import weights_cached
+
+    vit = ("ViT-B/16, ImageNet-1k (torchvision, downloaded)" if weights_cached() else
+           "ViT-B/16, ImageNet-1k (needs internet: downloads 330 MB once)")
+    return [(vit if key == "vit_b_16" else label, key) for label, key in MODEL_CHOICES]
 RETRY_LOAD_S = limits.get("VITVIZ_RETRY_LOAD_S")
 
 
@@ -36,11 +48,17 @@ class Visitor:
     """One visitor's own things, kept in their gr.State."""
     models: dict = field(default_factory=dict)  # "upload", "session", "session@<epoch>" -> model
     last: tuple | None = None  # (key, views.Explanation) of the last image explained
+    pictures: PictureCache = field(default_factory=PictureCache)  # the Explore pictures the page shows
+    files: PictureFiles = field(default_factory=PictureFiles)  # ... and their encoded files
+    image_gallery: str = "cifar10"  # the examples the shown image belongs with (an upload: the model's then)
+    example: int | None = DEFAULT_EXAMPLE  # which of those examples it is; None: an upload or a test image
 
     def forget_session_models(self):
         for k in [k for k in self.models if k.startswith("session")]:
             del self.models[k]
         self.last = None
+        self.pictures.clear()
+        self.files.clear()
 
     def release(self):
         """Let go of everything this visitor holds (they left, or their state expired), and give the memory
@@ -48,6 +66,8 @@ class Visitor:
         held = bool(self.models)
         self.models.clear()
         self.last = None
+        self.pictures.clear()
+        self.files.clear()
         if held:
             memory.give_back()
 
@@ -142,17 +162,19 @@ def resolve_model(key: str, state=None):
 
 
 def upload_checkpoint(files, state=None, request: gr.Request = None):
-    """Load an uploaded checkpoint (two files) into the visitor's state; it becomes the chosen model."""
+    """Load an uploaded checkpoint (two files) into the visitor's state; it becomes the chosen model. A file that
+    cannot be used gets a sentence for the note beside the upload, and the menu stays as it was."""
     v = remember(visitor(state), request)
     paths = [f if isinstance(f, str) else getattr(f, "name", None) or f.get("path") for f in (files or [])]
     weights = [p for p in paths if str(p).endswith(".safetensors")]
     metas = [p for p in paths if str(p).endswith(".json")]
     if len(weights) != 1 or len(metas) != 1:
-        raise gr.Error("Upload two files together: the weights (.safetensors) and the description (.json).")
+        return ("⚠️ Upload two files together: the weights (.safetensors) and the description (.json).", v,
+                gr.skip())
     try:
         model = checkpoint.load_pair(weights[0], metas[0])
     except checkpoint.CheckpointError as e:
-        raise gr.Error(f"That checkpoint could not be loaded: {e}.") from None
+        return f"⚠️ That checkpoint could not be loaded: {e}.", v, gr.skip()
     v.models["upload"] = model
     v.last = None
     cfg = model.card.config

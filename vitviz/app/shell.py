@@ -14,43 +14,74 @@ import gradio as gr
 from . import compare, explore, model_tab, train_tab
 from .. import scratch
 from . import limits
-from .models import MODEL_CHOICES, Visitor, release_session, release_state, upload_checkpoint
+from .models import Visitor, model_choices, release_session, release_state, upload_checkpoint
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-INTRO = """# vitviz: see how a Vision Transformer sees
-Pick or upload an image. The ViT cuts it into patches (left), predicts, and shows where its attention goes:
-**attention rollout** (attention through all layers, Abnar & Zuidema 2020), **gradient rollout**
-(class-specific relevance, Chefer et al. 2021), and every layer and head.
-**Click a patch** on the model's input to see what that patch attends to."""
+INTRO = """# vitviz: how a Vision Transformer sees
+Its patches attend to each other: pick an image, then a patch or CLS, and follow the attention."""
 CSS = """
 .vv-progress {position: relative; height: 22px; background: #eee; border-radius: 6px; overflow: hidden;}
 .vv-bar {height: 100%; background: linear-gradient(90deg, #f97316, #fb923c); transition: width 0.4s;}
+.vv-bar.vv-stopped {background: #9ca3af;}
 .vv-progress span {position: absolute; left: 8px; top: 2px; font-size: 13px; color: #222;}
 .vv-pic [data-testid="block-label"] {position: static !important; margin-bottom: 4px;}
-#input-image img {width: 100%; height: 100%; object-fit: contain; image-rendering: pixelated;}
+.vv-input img {width: 100%; height: 100%; object-fit: contain; image-rendering: pixelated;}
+.vv-pic .image-container, .vv-pic button, .vv-pic .image-frame {height: auto !important;}
+.vv-pic img {height: auto !important; max-height: none !important; width: auto !important; max-width: 100%;
+             margin: 0 auto; display: block;}
+@media (max-width: 700px) {  /* a phone: the wide grids keep their size (their labels readable) and scroll */
+  .vv-wide .image-container {overflow-x: auto;}
+  .vv-wide img {max-width: none !important;}
+}
+.vv-help, .vv-help p {font-size: 13px !important; line-height: 1.35 !important; color: #444; margin: 0 !important;}
+.vv-note p {font-size: 14px !important; margin: 0 !important; color: #9a3412;}
+#top5 .confidence-set {margin-bottom: 0 !important; padding: 1px 0 !important;}
+#input-col {gap: 8px;}
+#top5 .container {padding-top: 0 !important;}
+#top5 dt, #top5 dd {font-size: 14px;}
+#top5 meter {height: 5px;}
+#app-intro h1 {font-size: 22px; margin: 0 0 2px 0;}
+#app-head {gap: 12px;}
+#model-dd {min-height: 0;}
+#app-intro p {font-size: 14px; margin: 0;}
+#large-type {padding: 2px 8px;}
+.vv-large .prose, .vv-large label span, .vv-large .vv-help p, .vv-large button, .vv-large dt,
+.vv-large dd {font-size: 18px !important;}
+.vv-large #app-intro h1 {font-size: 32px !important;}
 """
+LARGE_TYPE_JS = ("(on) => { for (const e of document.querySelectorAll('.gradio-container .contain > *')) "
+                 "e.classList.toggle('vv-large', on); return on; }")  # inside .contain: Gradio scopes the CSS there
 
 
 @dataclass
 class Shell:
-    """What every tab may use: the visitor's state, the model menu, the tabs, the hidden /predict button."""
+    """What every tab may use: the visitor's state, the model menu and the note beside it, the tabs, the hidden
+    /predict button."""
     state: gr.State
     model_dd: gr.Dropdown
+    model_note: gr.Markdown
     tabs: gr.Tabs
     hidden_predict: gr.Button
 
 
 def build_demo() -> gr.Blocks:
     scratch.prune_all()  # what an earlier run of the app left
-    with gr.Blocks(title="vitviz: see how a ViT sees", delete_cache=limits.delete_cache()) as demo:
+    with gr.Blocks(title="vitviz: see how a ViT sees", delete_cache=limits.delete_cache(), fill_width=True) as demo:
         state = gr.State(Visitor(), time_to_live=limits.get("VITVIZ_STATE_TTL_S"), delete_callback=release_state)
-        gr.Markdown(INTRO)
-        with gr.Row():
-            model_dd = gr.Dropdown(MODEL_CHOICES, value="cifar10", label="Model", scale=3, elem_id="model-dd")
-            with gr.Accordion("Upload a checkpoint (.safetensors + .json)", open=False):
-                ckpt_files = gr.File(file_count="multiple", file_types=[".safetensors", ".json"],
-                                     label="Checkpoint files")
-                ckpt_status = gr.Markdown()
+        with gr.Row(equal_height=False, elem_id="app-head"):
+            with gr.Column(scale=1, min_width=360):
+                gr.Markdown(INTRO, elem_id="app-intro")
+                large = gr.Checkbox(False, label="Large type (for a projector)", elem_id="large-type",
+                                    container=False)
+            with gr.Column(scale=0, min_width=380):
+                model_dd = gr.Dropdown(model_choices(), value="cifar10", label="Model", elem_id="model-dd")
+                model_note = gr.Markdown(elem_classes=["vv-note"], elem_id="model-note")
+            with gr.Column(scale=0, min_width=300):
+                with gr.Accordion("Upload a checkpoint (.safetensors + .json)", open=False):
+                    ckpt_files = gr.File(file_count="multiple", file_types=[".safetensors", ".json"],
+                                         label="Checkpoint files")
+                ckpt_status = gr.Markdown(elem_classes=["vv-note"], elem_id="ckpt-status")
+        large.change(None, large, None, js=LARGE_TYPE_JS)
         with gr.Tabs() as tabs:
             with gr.Tab("Explore", id="explore"):
                 ex = explore.build()
@@ -58,20 +89,20 @@ def build_demo() -> gr.Blocks:
                 mt = model_tab.build()
             with gr.Tab("Train", id="train"):
                 tr = train_tab.build()
-            with gr.Tab("Compare", id="compare"):
+            with gr.Tab("Compare", id="compare") as compare_tab:
                 cp = compare.build()
-        shell = Shell(state, model_dd, tabs, gr.Button(visible=False))
+        shell = Shell(state, model_dd, model_note, tabs, gr.Button(visible=False))
 
         explain_event = explore.wire(ex, shell)
         model_tab.wire(mt, shell)
         train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
-        compare.wire(cp, shell)
+        compare_tab.select(**compare.wire(cp, shell))  # drawn when first looked at, then on every change
 
         model_view = model_tab.view_event(mt, shell)
         model_dd.change(**explore.model_changed(ex, shell), api_visibility="private").then(
             **model_view).then(**{**explain_event, "api_visibility": "private"})
         ckpt_files.upload(upload_checkpoint, [ckpt_files, state], [ckpt_status, state, model_dd],
-                          api_visibility="private")
+                          api_visibility="private")  # a refused file: a sentence beside it, the menu untouched
         demo.load(**explore.model_changed(ex, shell), api_visibility="private")
         first = explore.examples_default()
         if first:

@@ -19,7 +19,7 @@ from ..model import PRESETS, make_config
 from ..train_config import ConfigError
 from . import limits
 from .activity import ACTIVITY
-from .models import MODEL_CHOICES, remember, visitor
+from .models import model_choices, remember, visitor
 from .widgets import pic, progress_html
 
 TRAIN_SLOTS = int(limits.get("VITVIZ_TRAIN_SLOTS"))
@@ -100,11 +100,11 @@ def _outputs(up: live.Update, v) -> tuple:
         v.forget_session_models()
         v.models["session"] = up.model
         v.models.update({f"session@{e}": m for e, m in up.snapshots.items()})
-        choices = MODEL_CHOICES + [(f"Trained in this session, after epoch {e}", f"session@{e}")
+        choices = model_choices() + [(f"Trained in this session, after epoch {e}", f"session@{e}")
                                    for e in sorted(up.snapshots)]
         menus = (gr.update(choices=choices), gr.update(choices=choices, value="session"))
     return (up.status if up.status is not None else skip,
-            progress_html(up.progress) if up.progress is not None else skip,
+            progress_html(up.progress, up.stopped) if up.progress is not None else skip,
             up.curves if up.curves is not None else skip,
             up.probes if up.probes is not None else skip,
             up.pos_tiles if up.pos_tiles is not None else skip,
@@ -151,6 +151,17 @@ def explore_trained(state):
     if visitor(state).models.get("session") is None:
         raise gr.Error("Train a model first: press Train and wait for it to finish, or stop it.")
     return gr.update(value="session"), gr.Tabs(selected="explore")
+
+
+def running_buttons():
+    """While a run goes: Train off (one run a visitor), Stop on, Explore-this-model off until it ends."""
+    return gr.update(interactive=False), gr.update(interactive=True), gr.update(interactive=False)
+
+
+def idle_buttons(state):
+    """After a run (or a refused one): Train on, Stop off, Explore-this-model on if there is a model to explore."""
+    has_model = visitor(state).models.get("session") is not None
+    return gr.update(interactive=True), gr.update(interactive=False), gr.update(interactive=has_model)
 
 
 GPU_MARGIN_S = 20  # GPU time for the final validation and pictures, past the run's training budget
@@ -203,17 +214,25 @@ def build() -> dict:
             c["augment"] = gr.Checkbox(value=q["augment"], label="Augmentation (random crop, flips for CIFAR-10)")
             with gr.Row():
                 c["train"] = gr.Button("Train", variant="primary", elem_id="train-btn")
-                c["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn")
-            c["use"] = gr.Button("Explore this model", elem_id="use-btn")
+                c["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn", interactive=False)
+            c["use"] = gr.Button("Explore this model", elem_id="use-btn", interactive=False)
             c["files"] = gr.File(label="Download the checkpoint (.safetensors + .json)", file_count="multiple",
-                                 interactive=False)
+                                 interactive=False, height=110)
         with gr.Column(scale=2):
             c["status"] = gr.Markdown("Press **Train** to start.", elem_id="train-status")
             c["progress"] = gr.HTML(progress_html(0.0))
-            c["curves"] = pic("Loss and accuracy", "curves")
-            c["probes"] = pic("Attention rollout on fixed probe images, labelled with the prediction "
-                              "(green: right, red: wrong)")
-            c["pos"] = pic("Positional-embedding similarity")
+            c["curves"] = pic("Loss and accuracy", "curves", show_label=True, value=live.empty_curves())
+            gr.Markdown("Grey: the training loss of each step. Orange dots: accuracy on a small held-out sample "
+                        f"every {live.QUICK_VAL_EVERY_S} s; circles: every held-out image at each epoch's end. "
+                        "Chance is 10% for both data sets.", elem_classes=["vv-help"])
+            c["probes"] = pic("Attention rollout on fixed probe images", "probes")
+            gr.Markdown("The same held-out images all run long: where the model looks (rollout from CLS), and what it "
+                        "predicts. Attention starts spread out and gathers on the object as the model learns.",
+                        elem_classes=["vv-help"])
+            c["pos"] = pic("Positional-embedding similarity", "train-pos")
+            gr.Markdown("Each tile is one patch position against all others. At first the tiles are noise; a bright "
+                        "spot at each tile's own place means the model has learned where its patches are.",
+                        elem_classes=["vv-help"])
     return c
 
 
@@ -224,11 +243,13 @@ FORM = ("dataset", "preset", "depth", "heads", "width", "patch", "epochs", "budg
 def wire(c: dict, shell, compare_menus: list, demo: gr.Blocks):
     c["preset"].change(preset_sizes, c["preset"], [c["depth"], c["heads"], c["width"], c["patch"]],
                        api_visibility="private")
-    c["train"].click(train_run, [c[k] for k in FORM] + [shell.state],
-                     [c["status"], c["progress"], c["curves"], c["probes"], c["pos"], c["files"], shell.state,
-                      *compare_menus],
-                     api_name="train", concurrency_limit=TRAIN_SLOTS, concurrency_id="train", validator=admission(demo),
-                     preprocess=False,  # TrainConfig.parse reads the raw values and answers each with a sentence
-                     api_description="Train a ViT live; streams status, progress, curves and pictures.")
+    buttons = [c["train"], c["stop"], c["use"]]
+    c["train"].click(running_buttons, None, buttons, queue=False, api_visibility="private").then(
+        train_run, [c[k] for k in FORM] + [shell.state],
+        [c["status"], c["progress"], c["curves"], c["probes"], c["pos"], c["files"], shell.state, *compare_menus],
+        api_name="train", concurrency_limit=TRAIN_SLOTS, concurrency_id="train", validator=admission(demo),
+        preprocess=False,  # TrainConfig.parse reads the raw values and answers each with a sentence
+        api_description="Train a ViT live; streams status, progress, curves and pictures.").then(
+        idle_buttons, shell.state, buttons, queue=False, api_visibility="private")
     c["stop"].click(stop_run, None, c["status"], api_name="stop", queue=False)
     c["use"].click(explore_trained, shell.state, [shell.model_dd, shell.tabs], api_visibility="private")

@@ -1,0 +1,275 @@
+"""The Explore view's pictures, each drawn from an Explanation and only the options it depends on.
+
+A visitor's `PictureCache` keeps the last picture of each name with what it was drawn
+from, so a change of layer redraws the layer-and-head view alone; `render_explore`
+says which pictures are new, and the page sends only those. The selected token (the
+CLS token, or a patch) is what the rollout, the layer-and-head view, the rollout by
+layer and the every-layer-and-head grid are drawn from; gradient rollout always
+explains a class. Every map is a `panels.panel`: titled, with its colour bar.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+
+from . import interpret as I
+from . import render as R
+from .card import card_of
+from .panels import Scale, is_flat, message_panel, panel
+from .views import Explanation, display_size, top_k
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the visitor chose: rollout's head fusion and discard ratio, the large view's layer and head
+    (1-based), the selected patch (0-based; None: the CLS token), the maps' opacity and smoothing, and whether
+    the many-panel pictures share one colour scale."""
+    fusion: str = "mean"
+    discard: float = 0.0
+    layer: int | None = None
+    head: int | None = None
+    patch: int | None = None
+    alpha: float = 0.6
+    smooth: bool = True
+    shared: bool = False
+
+
+@dataclass
+class ExploreView:
+    """The Explore tab's pictures, by name: uint8 (H, W, 3) arrays; None where not drawn (the compact view of
+    Compare draws four). The field order is the order of the outputs."""
+    top5: dict[str, float]
+    sees: np.ndarray | None = None  # the input, enlarged, with its numbered patch grid and the CLS tile
+    rollout: np.ndarray | None = None  # from the selected token
+    grad_rollout: np.ndarray | None = None
+    head_large: np.ndarray | None = None  # the selected layer and head, from the selected token
+    rollout_strip: np.ndarray | None = None  # rollout from the selected token up to each layer
+    heads: np.ndarray | None = None  # attention from the selected token, every layer x head
+    summary: str = ""
+
+    def outputs(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def pictures(self) -> dict[str, np.ndarray]:
+        """{name: picture} of the pictures this view holds."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if isinstance(getattr(self, f.name), np.ndarray)}
+
+
+OUTPUT_NAMES = tuple(f.name for f in fields(ExploreView))
+PICTURE_NAMES = tuple(n for n in OUTPUT_NAMES if n not in ("top5", "summary"))
+DEPENDS = {  # the options each picture is drawn from, past the image and the model
+    "sees": ("patch",),
+    "rollout": ("patch", "fusion", "discard", "alpha", "smooth"),
+    "grad_rollout": ("alpha", "smooth"),
+    "head_large": ("patch", "layer", "head", "alpha"),
+    "rollout_strip": ("patch", "fusion", "discard", "alpha", "smooth", "shared"),
+    "heads": ("patch", "alpha", "shared"),
+}
+
+
+class PictureCache:
+    """One visitor's last picture of each name, with the explanation and options it was drawn from."""
+
+    def __init__(self):
+        self._made: dict[str, tuple] = {}
+
+    def get(self, name: str, ex: Explanation, key: tuple, make):
+        """(picture, True if it was drawn now)."""
+        hit = self._made.get(name)
+        if hit is not None and hit[0] is ex and hit[1] == key:
+            return hit[2], False
+        pic = make()
+        self._made[name] = (ex, key, pic)
+        return pic, True
+
+    def clear(self):
+        self._made.clear()
+
+
+def main_size(cfg) -> int:
+    """Side of the first row's maps: the enlarged input, halved until it is at most 320 px."""
+    s = display_size(cfg)
+    while s > 320 and s % 2 == 0:
+        s //= 2
+    return s
+
+
+def token_name(patch: int | None) -> str:
+    return "CLS" if patch is None else f"patch {patch}"
+
+
+def _scaled(maps: torch.Tensor, shared: bool) -> tuple[torch.Tensor, Scale]:
+    """(K, g, g) attention maps scaled to [0, 1] (each on its own, or all on one 0..max scale) and that scale."""
+    flat = maps.float().flatten(1)
+    if shared:
+        hi = float(flat.max())
+        return (maps.float() / max(hi, 1e-12)), Scale("attention weight", 0.0, hi, "one scale for all tiles")
+    lo, hi = flat.amin(1, keepdim=True), flat.amax(1, keepdim=True)
+    out = ((flat - lo) / (hi - lo).clamp_min(1e-12) * (hi > lo)).view(maps.shape)
+    return out, Scale("attention weight", 0.0, 1.0, "each tile its own range", relative=True)
+
+
+class _Drawer:
+    """The pictures of one explanation under one set of options."""
+
+    def __init__(self, model, ex: Explanation, o: Options):
+        self.card, self.ex, self.o = card_of(model), ex, o
+        cfg = self.card.config
+        self.g, self.S = cfg.grid_size, main_size(cfg)
+        self.L, self.H = ex.attn.shape[:2]
+        self.mode = "bilinear" if o.smooth else "nearest"
+        self.row = 0 if o.patch is None else 1 + o.patch  # the selected token's row of attention
+        self.who = token_name(o.patch)
+        self._roll = None
+        self.model = model
+
+    def rolled(self) -> torch.Tensor:
+        if self._roll is None:
+            self._roll = I.attention_rollout(self.ex.attn[None], self.o.fusion, self.o.discard, all_layers=True)[0]
+        return self._roll
+
+    def _token_row(self, m: torch.Tensor) -> torch.Tensor:
+        """The selected token's row over the patches; a patch's own weight drawn at the others' maximum (it
+        would drown the rest)."""
+        r = m[..., self.row, 1:].clone()
+        if self.o.patch is not None and r.shape[-1] > 1:
+            others = torch.cat([r[..., :self.o.patch], r[..., self.o.patch + 1:]], -1)
+            r[..., self.o.patch] = others.amax(-1)
+        return r
+
+    def _own(self, m: torch.Tensor, what: str, title: str, outline: bool = True) -> np.ndarray:
+        m = m.float().view(self.g, self.g)
+        lo, hi = float(m.min()), float(m.max())
+        pic = R.overlay(self.ex.pixels, m, self.S, alpha=self.o.alpha, mode=self.mode, vmin=lo, vmax=hi)
+        return panel(self._outline(pic) if outline else pic, title, Scale(what, lo, hi))
+
+    def _outline(self, pic: np.ndarray) -> np.ndarray:
+        if self.o.patch is None:
+            return pic
+        return np.asarray(R.draw_grid(pic, self.g, numbers=False, highlight=self.o.patch, color=(90, 90, 90)))
+
+    def sees(self) -> np.ndarray:
+        return sees_picture(self.ex.pixels, self.g, self.S, self.o.patch)
+
+    def rollout(self) -> np.ndarray:
+        own = "" if self.o.patch is None else "; the patch itself at the others' maximum"
+        return self._own(self._token_row(self.rolled()[-1]), "rolled-out attention" + own,
+                         f"Attention rollout from {self.who}")
+
+    def grad_rollout(self) -> np.ndarray:
+        cls = self.card.classes[self.ex.target]
+        why = "the predicted class" if self.ex.target == int(self.ex.probs.argmax()) else "the chosen class"
+        title = f"Gradient rollout for '{cls}'"
+        if is_flat(self.ex.grad_rollout):
+            return message_panel(self.S, title, flat_relevance_reason(self.model))
+        return self._own(self.ex.grad_rollout, f"relevance to '{cls}', {why}", title, outline=False)
+
+    def head_large(self) -> np.ndarray:
+        layer = min(max(1, self.o.layer or self.L), self.L)
+        head = min(max(1, self.o.head or 1), self.H)
+        m = self._token_row(self.ex.attn[layer - 1, head - 1])
+        lo, hi = float(m.min()), float(m.max())
+        pic = R.overlay(self.ex.pixels, m.view(self.g, self.g), self.S, alpha=self.o.alpha, mode="nearest",
+                        vmin=lo, vmax=hi)
+        return panel(self._outline(pic), f"Layer {layer}, head {head}: attention from {self.who}",
+                     Scale("attention weight", lo, hi))
+
+    def rollout_strip(self) -> np.ndarray:
+        maps, scale = _scaled(self._token_row(self.rolled()).view(self.L, self.g, self.g), self.o.shared)
+        size = max(64, min(112, 720 // self.L))
+        strip = R.layer_strip(self.ex.pixels, maps, tile_size=size, alpha=self.o.alpha, mode=self.mode)
+        scale = Scale("rolled-out attention", scale.lo, scale.hi, scale.shared, relative=scale.relative)
+        return panel(strip, f"Rollout from {self.who}, up to each layer", scale)
+
+    def heads(self) -> np.ndarray:
+        maps = self._token_row(self.ex.attn).reshape(self.L * self.H, self.g, self.g)
+        maps, scale = _scaled(maps, self.o.shared)
+        small = max(48, min(96, 576 // max(self.L, self.H)))
+        grid = R.layer_head_grid(self.ex.pixels, maps.view(self.L, self.H, self.g, self.g), tile_size=small,
+                                 alpha=max(self.o.alpha, 0.5))
+        return panel(grid, f"Attention from {self.who} in every layer and head", scale)
+
+
+def flat_relevance_reason(model) -> str:
+    head = getattr(model, "head", None)
+    weight = getattr(head, "weight", None)
+    if isinstance(weight, torch.Tensor) and not weight.detach().any():
+        return ("Every patch has zero relevance: this model's classification head is still at its starting "
+                "zeros, so no class depends on any patch yet. Train it for a few steps and look again.")
+    return "Every patch has the same relevance to this class, so there is no map to draw."
+
+
+def render_explore(model, ex: Explanation, options: Options = Options(), cache: PictureCache | None = None,
+                   compact: bool = False) -> tuple[ExploreView, set[str]]:
+    """The Explore view and the names of the pictures drawn now (the rest came from `cache` unchanged).
+    `compact`: the top 5, rollout, gradient rollout and rollout by layer (the Compare view)."""
+    cfg = card_of(model).config
+    o = Options(options.fusion, options.discard, options.layer, options.head,
+                options.patch if options.patch is not None and 0 <= options.patch < cfg.num_patches else None,
+                options.alpha, options.smooth, options.shared)
+    cache = cache or PictureCache()
+    d = _Drawer(model, ex, o)
+    view, fresh = ExploreView(top5=top_k(model, ex.probs)), set()
+    names = ("rollout", "grad_rollout", "rollout_strip") if compact else PICTURE_NAMES
+    for name in names:
+        key = tuple(getattr(o, k) for k in DEPENDS[name])
+        pic, new = cache.get(name, ex, key, getattr(d, name))
+        setattr(view, name, pic)
+        if new:
+            fresh.add(name)
+    if not compact:
+        view.summary = explore_summary(model, ex, o)
+    return view, fresh
+
+
+def explore_summary(model, ex: Explanation, o: Options) -> str:
+    card = card_of(model)
+    cfg, cls = card.config, card.classes
+    pred = int(ex.probs.argmax())
+    return (f"**Prediction: {cls[pred]}** ({100 * float(ex.probs[pred]):.1f}%) · selected token: "
+            f"**{token_name(o.patch)}** · the model sees {cfg.image_size}x{cfg.image_size} px in "
+            f"{cfg.patch_size}-px patches: a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patch tokens "
+            f"+ CLS, through {cfg.depth} layers of {cfg.num_heads} heads.")
+
+
+# ---------------------------------------------------------------- the input with its grid and the CLS tile
+
+CLS_GAP = 10
+
+
+def cls_box(S: int, g: int) -> tuple[int, int, int, int]:
+    """(x0, y0, x1, y1) of the CLS tile, right of the S x S grid."""
+    side = max(44, round(S / g))
+    return S + CLS_GAP, 0, S + CLS_GAP + side, side
+
+
+def sees_picture(pixels: np.ndarray, g: int, S: int, patch: int | None) -> np.ndarray:
+    """The input enlarged to S with its numbered grid (the selected patch outlined), and the CLS tile beside
+    it (outlined when the CLS token is selected)."""
+    from PIL import Image, ImageDraw
+
+    grid = R.draw_grid(R.enlarge(pixels, S), g, numbers=S / g >= 24, highlight=patch)
+    x0, y0, x1, y1 = cls_box(S, g)
+    canvas = Image.new("RGB", (x1 + 4, S), R.BG)
+    canvas.paste(grid, (0, 0))
+    d = ImageDraw.Draw(canvas)
+    d.rectangle([x0, y0, x1 - 1, y1 - 1], fill=(60, 60, 70))
+    f = R.font(14)
+    d.text((x0 + (x1 - x0 - f.getlength("CLS")) / 2, y0 + (y1 - y0 - 14) / 2 - 1), "CLS", fill=(255, 255, 255),
+           font=f)
+    if patch is None:
+        d.rectangle([x0, y0, x1 - 1, y1 - 1], outline=R.HIGHLIGHT, width=3)
+    return np.asarray(canvas)
+
+
+def click_to_token(x: float, y: float, cfg) -> int:
+    """The token a click on `sees_picture` at (x, y) picks: a patch index, or -1 for the CLS tile (anything
+    right of the grid)."""
+    S, g = main_size(cfg), cfg.grid_size
+    if x >= S:
+        return -1
+    step = S / g
+    return min(g - 1, max(0, int(y // step))) * g + min(g - 1, max(0, int(x // step)))
