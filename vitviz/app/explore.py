@@ -17,7 +17,7 @@ from .. import gallery, pictures, scratch, views
 from ..card import card_of
 from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
 from .activity import ACTIVITY
-from .inputs import FUSIONS, PREDICTED, FieldError, choice, number, patch_index, pixels_for, whole
+from .inputs import FUSIONS, PREDICTED, FieldError, choice, number, patch_index, pixels_for, read_image, whole
 from . import models
 from .models import DEFAULT_EXAMPLE, resolve_model, visitor
 from .widgets import pic
@@ -60,7 +60,7 @@ def _options(cfg, fusion, discard, layer, head, patch, alpha, smooth, shared) ->
 def explain(image, model_key: str = "cifar10", fusion: str = "mean", discard: float = 0.0,
             target: str = PREDICTED, layer: float = 6, head: float = 1, patch: float = -1,
             alpha: float = 0.6, smooth: bool = True, shared: bool = False, state=None):
-    """/explain: every Explore picture for one image and one set of options (views.ExploreView's fields)."""
+    """/explain: every Explore picture for one image and one set of options (pictures.ExploreView's fields)."""
     view, _, _, v = explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth,
                                  shared, state)
     files = v.files.paths(view.pictures())
@@ -144,8 +144,6 @@ def upload_image(file, model_key: str, state):
     v = visitor(state)
     path = file if isinstance(file, str) else getattr(file, "name", None)
     try:
-        from .inputs import read_image
-
         read_image(path)
         v.image_gallery = card_of(resolve_model(model_key, v)).gallery
     except gr.Error as e:
