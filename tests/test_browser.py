@@ -166,6 +166,25 @@ def test_model_switch_brings_a_matching_image_and_gallery(page):
     page.wait_for_function("() => /CIFAR-10/.test(document.querySelector('#examples').innerText)", timeout=20_000)
 
 
+def test_step_by_step_follows_the_block_and_the_token(page):
+    page.get_by_role("tab", name="Step by step").click()
+    for stage in ("input", "sequence", "embedding", "positions", "block", "head", "lens"):
+        wait_change(page, f"step-{stage}", None)
+    block, head = image_src(page, "step-block"), image_src(page, "step-head")
+    box = page.locator("#step-block-n input[type=number]").first
+    box.fill("3")
+    box.press("Enter")
+    wait_change(page, "step-block", block)  # stage 5 redrawn for block 3 ...
+    page.wait_for_function("() => /After block 3/.test(document.body.innerText)", timeout=20_000)
+    assert image_src(page, "step-head") == head  # ... and the head, which does not depend on it, not sent again
+    sequence = image_src(page, "step-sequence")
+    pic = page.locator("#step-input img").first.bounding_box()
+    page.mouse.click(pic["x"] + pic["height"] * 1.5 / 8, pic["y"] + pic["height"] * 0.5 / 8)  # patch 1
+    wait_change(page, "step-sequence", sequence)
+    assert page.locator("#step-token input").first.input_value() == "1"
+    page.screenshot(path=str(SHOTS / "steps.png"), full_page=True)
+
+
 def test_model_tab(page):
     page.get_by_role("tab", name="Model").click()
     page.wait_for_function("() => { const i = document.querySelector('#pos-tiles img'); return i && i.naturalWidth > 0; }",

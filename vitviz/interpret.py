@@ -265,6 +265,51 @@ def token_norms(model, x: torch.Tensor) -> torch.Tensor:
     return torch.stack(norms, 1)
 
 
+def walk(model, x: torch.Tensor) -> dict:
+    """One image batch through the model, stage by stage, with the real tensors (eval mode, no gradients):
+    'patches' (B, P, D) the patch embedding's output; 'tokens' (B, N, D) CLS prepended and the positional
+    embedding added, as the first block receives them; 'blocks' (B, L, N, D) each block's output; 'attn'
+    (B, L, H, N, N); 'logits' (B, C)."""
+    m = _adapter(model)
+    seen: dict[str, list] = {"patches": [], "tokens": [], "blocks": []}
+
+    def conv(module, args, output):
+        seen["patches"].append(output.flatten(2).transpose(1, 2))
+
+    def first(module, args, kwargs):
+        seen["tokens"].append(args[0] if args else next(iter(kwargs.values())))
+
+    def block(module, args, output):
+        seen["blocks"].append(output[0] if isinstance(output, tuple) else output)
+
+    handles = [m.patch_embed.proj.register_forward_hook(conv),
+               m.blocks[0].register_forward_pre_hook(first, with_kwargs=True)]
+    handles += [blk.register_forward_hook(block) for blk in m.blocks]
+    try:
+        with _eval_mode(model), torch.no_grad():
+            out = m.forward_intermediates(x, return_attention=True)
+    finally:
+        for h in handles:
+            h.remove()
+    return {"patches": seen["patches"][0].float(), "tokens": seen["tokens"][0].float(),
+            "blocks": torch.stack(seen["blocks"], 1).float(), "attn": torch.stack(out["attn"], 1).float(),
+            "logits": out["logits"].float()}
+
+
+def lens(model, blocks: torch.Tensor) -> torch.Tensor:
+    """(B, L, N, D) block outputs -> (B, L, C) class probabilities: each block's CLS token through the
+    model's final norm and head (what the model would predict if it stopped there)."""
+    m = _adapter(model)
+    with torch.no_grad():
+        return m.head(m.norm(blocks[:, :, 0].to(next(model.parameters()).dtype))).float().softmax(-1)
+
+
+def logit_lens(model, x: torch.Tensor) -> torch.Tensor:
+    """The logit lens: (B, C, H, W) -> (B, L, C) class probabilities after each block. The last layer's is the
+    model's own prediction. Works for our ViT and torchvision's."""
+    return lens(model, walk(model, x)["blocks"])
+
+
 def _patch_size(model) -> int:
     from .card import card_of
 

@@ -180,9 +180,8 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
            "device": str(device), "device_name": describe_device(device), "train_images": batches.n,
            "steps": total_steps, "steps_per_epoch": batches.per_epoch, "resumed_step": run.step, "data": data.source}
 
-    def progress(elapsed):
-        p = run.step / total_steps
-        return max(p, elapsed / cfg.time_budget) if cfg.time_budget > 0 else p
+    def progress(elapsed):  # by steps, or by wall time when a budget is set, whichever is further
+        return max(run.step / total_steps, elapsed / cfg.time_budget if cfg.time_budget > 0 else 0.0)
 
     def end_epoch(epoch, elapsed, limit=0):
         rec = epoch_record(model, data, precision, cfg, epoch, run.step, elapsed, *meter.take(), limit)
@@ -236,9 +235,9 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
         # a stopped run answers fast: it validates on at most 500 images
         yield from end_epoch(run.step / batches.per_epoch, elapsed, 500 if status == "stopped" else 0)
     model.eval()
+    path = str(checkpoint.paths(out)[0]) if out is not None and run.history else None
     result = {"event": status, "message": message, "step": run.step, "train_seconds": elapsed, "model": model,
-              "history": run.history,
-              "path": str(checkpoint.paths(out)[0]) if out is not None and run.history else None}
+              "history": run.history, "path": path}
     if status != "error" and final_test and run.step > 0:
         _, result["test_acc"] = evaluate(model, data.test, device, precision=precision)
     yield result

@@ -38,6 +38,7 @@ class TorchvisionAdapter:
         self.pos_embed = model.encoder.pos_embedding  # (1, N, D)
         self.patch_embed = _PatchEmbed(model.conv_proj)
         self.blocks = model.encoder.layers  # each returns the (B, N, D) tokens
+        self.norm, self.head = model.encoder.ln, model.heads  # the final norm, and the classifier on CLS
 
     def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
         attns: list[torch.Tensor] = []

@@ -52,6 +52,8 @@ class Visitor:
     files: PictureFiles = field(default_factory=PictureFiles)  # ... and their encoded files
     image_gallery: str = "cifar10"  # the examples the shown image belongs with (an upload: the model's then)
     example: int | None = DEFAULT_EXAMPLE  # which of those examples it is; None: an upload or a test image
+    walk: tuple | None = None  # (key, steps.Walk) of the Step-by-step tab's image
+    step_pictures: PictureCache = field(default_factory=PictureCache)  # that tab's pictures
 
     def forget_session_models(self):
         for k in [k for k in self.models if k.startswith("session")]:
@@ -59,6 +61,8 @@ class Visitor:
         self.last = None
         self.pictures.clear()
         self.files.clear()
+        self.walk = None
+        self.step_pictures.clear()
 
     def release(self):
         """Let go of everything this visitor holds (they left, or their state expired), and give the memory
@@ -68,6 +72,8 @@ class Visitor:
         self.last = None
         self.pictures.clear()
         self.files.clear()
+        self.walk = None
+        self.step_pictures.clear()
         if held:
             memory.give_back()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from . import compare, explore, model_tab, train_tab
+from . import compare, explore, model_tab, steps_tab, train_tab
 from .. import scratch
 from . import limits
 from .models import Visitor, model_choices, release_session, release_state, upload_checkpoint
@@ -34,6 +34,7 @@ CSS = """
   .vv-wide img {max-width: none !important;}
 }
 .vv-help, .vv-help p {font-size: 13px !important; line-height: 1.35 !important; color: #444; margin: 0 !important;}
+.vv-step-text p {font-size: 15px !important; line-height: 1.45 !important;}
 .vv-note p {font-size: 14px !important; margin: 0 !important; color: #9a3412;}
 #top5 .confidence-set {margin-bottom: 0 !important; padding: 1px 0 !important;}
 #input-col {gap: 8px;}
@@ -85,6 +86,8 @@ def build_demo() -> gr.Blocks:
         with gr.Tabs() as tabs:
             with gr.Tab("Explore", id="explore"):
                 ex = explore.build()
+            with gr.Tab("Step by step", id="steps") as steps_page:
+                st = steps_tab.build()
             with gr.Tab("Model", id="model"):
                 mt = model_tab.build()
             with gr.Tab("Train", id="train"):
@@ -95,6 +98,7 @@ def build_demo() -> gr.Blocks:
 
         explain_event = explore.wire(ex, shell)
         model_tab.wire(mt, shell)
+        steps_tab.wire(st, shell, ex["image"], steps_page)
         train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
         compare_tab.select(**compare.wire(cp, shell))  # drawn when first looked at, then on every change
 

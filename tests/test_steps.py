@@ -1,0 +1,101 @@
+"""The Step by step tab's engine: the logit lens against forward hooks, every stage for every kind of model."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import vitviz
+from vitviz import gallery, interpret as I, steps, views
+from vitviz.app import models, steps_tab
+from vitviz.hub import load_model
+
+EXAMPLE = gallery.items("cifar10")[3][0]
+
+
+def lens_by_hooks(model, blocks, norm, head, x):
+    """The logit lens written out: hooks on the blocks keep each output's CLS token, then norm, head, softmax."""
+    kept = []
+    handles = [b.register_forward_hook(lambda m, a, out: kept.append((out[0] if isinstance(out, tuple) else out)[:, 0]))
+               for b in blocks]
+    with torch.no_grad():
+        model.eval()
+        logits = model(x)
+    for h in handles:
+        h.remove()
+    return torch.stack([head(norm(k)).softmax(-1) for k in kept], 1), logits
+
+
+@pytest.mark.parametrize("name", ["cifar10", "mnist"])
+def test_logit_lens_matches_hooks_and_ends_at_the_prediction(name):
+    model = load_model(name)
+    cfg = model.card.config
+    x = torch.randn(3, cfg.in_chans, cfg.image_size, cfg.image_size)
+    want, logits = lens_by_hooks(model, model.blocks, model.norm, model.head, x)
+    got = I.logit_lens(model, x)
+    assert got.shape == (3, cfg.depth, cfg.num_classes)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(got[:, -1], logits.softmax(-1), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(got.sum(-1), torch.ones(3, cfg.depth))
+
+
+@pytest.fixture(scope="module")
+def vit():
+    return vitviz.load_model("vit_b_16", pretrained=False)
+
+
+def test_logit_lens_of_vit_b_16(vit):
+    x = torch.randn(1, 3, 224, 224)
+    want, logits = lens_by_hooks(vit, vit.encoder.layers, vit.encoder.ln, vit.heads, x)
+    got = I.logit_lens(vit, x)
+    assert got.shape == (1, 12, 1000)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(got[:, -1], logits.softmax(-1), atol=1e-5, rtol=1e-4)
+
+
+def test_walk_tensors_are_the_stages_of_the_forward_pass():
+    model = load_model("cifar10")
+    x = torch.randn(2, 3, 32, 32)
+    w = I.walk(model, x)
+    with torch.no_grad():
+        patches = model.patch_embed(x)
+        tokens = torch.cat([model.cls_token.expand(2, -1, -1), patches], 1) + model.pos_embed
+    torch.testing.assert_close(w["patches"], patches)
+    torch.testing.assert_close(w["tokens"], tokens)
+    torch.testing.assert_close(w["logits"], model(x))
+    assert w["blocks"].shape == (2, 6, 65, 192) and w["attn"].shape == (2, 6, 6, 65, 65)
+
+
+@pytest.mark.parametrize("name", ["cifar10", "mnist", "vit_b_16"])
+def test_every_stage_renders_and_names_the_models_numbers(name, vit):
+    model = vit if name == "vit_b_16" else load_model(name)
+    cfg = vitviz.card.card_of(model).config
+    pixels = views.image_to_pixels(model, Image.open(gallery.items("mnist" if name == "mnist" else "cifar10")[0][0]))
+    w = steps.walk_image(model, pixels)
+    view, fresh = steps.render_steps(model, w, block=cfg.depth, patch=cfg.num_patches - 1)
+    assert fresh == {n for n, _ in steps_tab.STAGES}
+    for n, _ in steps_tab.STAGES:
+        pic = getattr(view, n)
+        assert isinstance(pic, np.ndarray) and pic.ndim == 3 and pic.shape[2] == 3 and pic.shape[0] > 50, n
+    assert f"{cfg.num_patches} x {cfg.patch_size ** 2 * cfg.in_chans} -> {cfg.num_patches} x {cfg.embed_dim}" in \
+        view.embedding_text
+    assert f"{cfg.grid_size}x{cfg.grid_size} grid" in view.input_text and f"{cfg.depth} blocks" in view.block_text
+    # another block redraws that stage alone
+    cache = steps.PictureCache()
+    steps.render_steps(model, w, 1, None, cache)
+    _, fresh = steps.render_steps(model, w, 2, None, cache)
+    assert fresh == {"block"}
+
+
+def test_the_lens_sentence_says_where_the_prediction_locks_in():
+    w = steps.Walk(None, None, None, None, None, None,
+                   torch.tensor([[0.6, 0.4], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8], [0.1, 0.9]]), torch.tensor([0., 1.]))
+    assert steps.locks_in(w) == 4
+
+
+def test_the_steps_handler_and_its_errors():
+    out = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 21, models.Visitor())
+    assert len(out) == len(steps.STEP_NAMES) + 2 and out[-1] == ""
+    names = steps.STEP_NAMES
+    assert "After block 3" in out[names.index("block_text")]
+    bad = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 99, models.Visitor())
+    assert "Patch 99" in bad[-1]
