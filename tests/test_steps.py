@@ -99,3 +99,16 @@ def test_the_steps_handler_and_its_errors():
     assert "After block 3" in out[names.index("block_text")]
     bad = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 99, models.Visitor())
     assert "Patch 99" in bad[-1]
+
+
+def test_the_tab_follows_the_image_only_while_it_is_open():
+    v = models.Visitor()
+    closed = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, v)
+    assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in closed[:len(steps.STEP_NAMES)])
+    opened = steps_tab.open_tab({"path": EXAMPLE}, "cifar10", 1, -1, v)
+    assert isinstance(opened[0], str) and v.on_steps  # drawn: a picture file
+    other = gallery.items("cifar10")[5][0]
+    moved = steps_tab.follow({"path": other}, "cifar10", 1, -1, v)
+    assert isinstance(moved[steps.STEP_NAMES.index("input")], str)  # a new image, redrawn while open
+    steps_tab.leave(v)
+    assert not v.on_steps

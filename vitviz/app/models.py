@@ -54,6 +54,7 @@ class Visitor:
     example: int | None = DEFAULT_EXAMPLE  # which of those examples it is; None: an upload or a test image
     walk: tuple | None = None  # (key, steps.Walk) of the Step-by-step tab's image
     step_pictures: PictureCache = field(default_factory=PictureCache)  # that tab's pictures
+    on_steps: bool = False  # whether that tab is the one looked at (it follows the image only then)
 
     def forget_session_models(self):
         for k in [k for k in self.models if k.startswith("session")]:

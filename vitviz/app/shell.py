@@ -30,8 +30,9 @@ CSS = """
 .vv-pic img {height: auto !important; max-height: none !important; width: auto !important; max-width: 100%;
              margin: 0 auto; display: block;}
 @media (max-width: 700px) {  /* a phone: the wide grids keep their size (their labels readable) and scroll */
-  .vv-wide .image-container {overflow-x: auto;}
-  .vv-wide img {max-width: none !important;}
+  .vv-wide .image-container {overflow-x: auto; display: block !important;}
+  .vv-wide button, .vv-wide .image-frame {display: block !important; width: max-content !important;}
+  .vv-wide img {max-width: none !important; margin: 0 !important;}
 }
 .vv-help, .vv-help p {font-size: 13px !important; line-height: 1.35 !important; color: #444; margin: 0 !important;}
 .vv-step-text p {font-size: 15px !important; line-height: 1.45 !important;}
@@ -84,13 +85,13 @@ def build_demo() -> gr.Blocks:
                 ckpt_status = gr.Markdown(elem_classes=["vv-note"], elem_id="ckpt-status")
         large.change(None, large, None, js=LARGE_TYPE_JS)
         with gr.Tabs() as tabs:
-            with gr.Tab("Explore", id="explore"):
+            with gr.Tab("Explore", id="explore") as explore_page:
                 ex = explore.build()
             with gr.Tab("Step by step", id="steps") as steps_page:
                 st = steps_tab.build()
-            with gr.Tab("Model", id="model"):
+            with gr.Tab("Model", id="model") as model_page:
                 mt = model_tab.build()
-            with gr.Tab("Train", id="train"):
+            with gr.Tab("Train", id="train") as train_page:
                 tr = train_tab.build()
             with gr.Tab("Compare", id="compare") as compare_tab:
                 cp = compare.build()
@@ -98,7 +99,7 @@ def build_demo() -> gr.Blocks:
 
         explain_event = explore.wire(ex, shell)
         model_tab.wire(mt, shell)
-        steps_tab.wire(st, shell, ex["image"], steps_page)
+        steps_tab.wire(st, shell, ex["image"], steps_page, [explore_page, model_page, train_page, compare_tab])
         train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
         compare_tab.select(**compare.wire(cp, shell))  # drawn when first looked at, then on every change
 

@@ -69,6 +69,29 @@ def steps_api(image, model_key: str = "cifar10", block: float = 1, patch: float 
     return tuple(files.get(name, getattr(view, name)) for name in steps.STEP_NAMES)
 
 
+def open_tab(image, model_key, block, patch, state):
+    """The tab is looked at: drawn for the current image and model (only what changed since it was last
+    drawn is sent), and kept up to date from now on."""
+    v = visitor(state)
+    v.on_steps = True
+    return step_page(image, model_key, block, patch, v)
+
+
+def follow(image, model_key, block, patch, state):
+    """A new image or model: redrawn if the tab is open; otherwise nothing now (opening the tab draws it)."""
+    v = visitor(state)
+    if not v.on_steps:
+        return (*[gr.skip()] * len(steps.STEP_NAMES), v, gr.skip())
+    return step_page(image, model_key, block, patch, v)
+
+
+def leave(state):
+    """Another tab is looked at."""
+    v = visitor(state)
+    v.on_steps = False
+    return v
+
+
 def click(model_key: str, state, evt: gr.SelectData):
     try:
         cfg = card_of(resolve_model(model_key, state)).config
@@ -100,20 +123,23 @@ def build() -> dict:
     for name, title in STAGES:
         gr.Markdown(f"### {title}")
         with gr.Row(equal_height=False):
-            with gr.Column(scale=3):
-                c[name] = pic(title, f"step-{name}")
-            with gr.Column(scale=2, min_width=260):
+            with gr.Column(scale=3, min_width=320):
+                c[name] = pic(title, f"step-{name}", elem_classes_extra=["vv-wide"])  # a phone scrolls it
+            with gr.Column(scale=1, min_width=280):
                 c[f"{name}_text"] = gr.Markdown(elem_classes=["vv-step-text"])
     c["api"] = gr.Button(visible=False)
     return c
 
 
-def wire(c: dict, shell, image, tab):
+def wire(c: dict, shell, image, tab, other_tabs):
     inputs = [image, shell.model_dd, c["which_block"], c["token"], shell.state]
     outputs = [c[name] for name in steps.STEP_NAMES] + [shell.state, c["note"]]
     page = dict(fn=step_page, inputs=inputs, outputs=outputs, preprocess=False, api_visibility="private",
                 trigger_mode="always_last", concurrency_limit=4)
-    tab.select(**page)
+    tab.select(**{**page, "fn": open_tab})
+    for t in other_tabs:
+        t.select(leave, shell.state, shell.state, queue=False, api_visibility="private")
+    image.change(**{**page, "fn": follow})
     c["api"].click(steps_api, inputs, [c[name] for name in steps.STEP_NAMES], preprocess=False, api_name="steps",
                    concurrency_limit=4, api_description="One image through the ViT stage by stage: a picture and "
                                                         "a sentence per stage, for a chosen block and token.")
@@ -121,4 +147,4 @@ def wire(c: dict, shell, image, tab):
     c["token"].change(**page)
     c["input"].select(click, [shell.model_dd, shell.state], c["token"], api_visibility="private")
     shell.model_dd.change(block_range, [shell.model_dd, shell.state], c["which_block"], api_visibility="private").then(
-        **page)
+        **{**page, "fn": follow})
