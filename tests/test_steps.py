@@ -89,7 +89,7 @@ def test_every_stage_renders_and_names_the_models_numbers(name, vit):
 def test_the_lens_sentence_says_where_the_prediction_locks_in():
     w = steps.Walk(None, None, None, None, None, None,
                    torch.tensor([[0.6, 0.4], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8], [0.1, 0.9]]), torch.tensor([0., 1.]))
-    assert steps.locks_in(w) == 4
+    assert steps.locks_in(w.lens) == 4
 
 
 def test_the_steps_handler_and_its_errors():
@@ -112,3 +112,12 @@ def test_the_tab_follows_the_image_only_while_it_is_open():
     assert isinstance(moved[steps.STEP_NAMES.index("input")], str)  # a new image, redrawn while open
     steps_tab.leave(v)
     assert not v.on_steps
+
+
+def test_the_explore_view_draws_the_same_logit_lens_from_its_own_forward_pass():
+    model = load_model("cifar10")
+    pixels = views.image_to_pixels(model, Image.open(EXAMPLE))
+    ex = views.analyse(model, pixels)
+    x = vitviz.data.pixels_to_tensor(pixels, model.card.mean, model.card.std)
+    torch.testing.assert_close(ex.lens, I.logit_lens(model, x)[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(ex.lens[-1], ex.probs, atol=1e-5, rtol=1e-4)

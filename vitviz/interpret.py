@@ -203,9 +203,20 @@ def patch_attention(attn: torch.Tensor, patch: int) -> torch.Tensor:
 
 def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
     """One forward and one backward pass for what the Explore view draws: logits (B, C), the explained
-    class (B,), attention (B, L, H, N, N) and gradient rollout (B, P). Rollout and distances are cheap
+    class (B,), attention (B, L, H, N, N), gradient rollout (B, P) and the logit lens (B, L, C). Rollout and distances are cheap
     functions of the attention; the caller computes the ones it shows."""
-    logits, attns = forward_with_attention(model, x, grad=True)
+    m = _adapter(model)
+    outs: list[torch.Tensor] = []
+
+    def keep(module, args, output):
+        outs.append((output[0] if isinstance(output, tuple) else output)[:, :1].detach())
+
+    handles = [blk.register_forward_hook(keep) for blk in m.blocks]
+    try:
+        logits, attns = forward_with_attention(model, x, grad=True)
+    finally:
+        for h in handles:
+            h.remove()
     t = _targets(logits, target)
     grads = _grad(logits.gather(1, t[:, None]).sum(), attns)
     return {
@@ -213,6 +224,7 @@ def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
         "target": t,
         "attn": torch.stack([a.detach() for a in attns], 1).float(),
         "grad_rollout": _relevance(attns, grads),
+        "lens": lens(model, torch.stack(outs, 1)),  # (B, L, C): the logit lens, from the same forward pass
     }
 
 

@@ -47,6 +47,7 @@ class ExploreView:
     head_large: np.ndarray | None = None  # the selected layer and head, from the selected token
     rollout_strip: np.ndarray | None = None  # rollout from the selected token up to each layer
     heads: np.ndarray | None = None  # attention from the selected token, every layer x head
+    lens: np.ndarray | None = None  # the logit lens: the prediction after each block
     summary: str = ""
 
     def outputs(self) -> tuple:
@@ -67,6 +68,7 @@ DEPENDS = {  # the options each picture is drawn from, past the image and the mo
     "head_large": ("patch", "layer", "head", "alpha"),
     "rollout_strip": ("patch", "fusion", "discard", "alpha", "smooth", "shared"),
     "heads": ("patch", "alpha", "shared"),
+    "lens": (),
 }
 
 
@@ -184,6 +186,9 @@ class _Drawer:
         scale = Scale("rolled-out attention", scale.lo, scale.hi, scale.shared, relative=scale.relative)
         return panel(strip, f"Rollout from {self.who}, up to each layer", scale)
 
+    def lens(self) -> np.ndarray:
+        return lens_panel(self.card.classes, self.ex.lens)
+
     def heads(self) -> np.ndarray:
         maps = self._token_row(self.ex.attn).reshape(self.L * self.H, self.g, self.g)
         maps, scale = _scaled(maps, self.o.shared)
@@ -191,6 +196,25 @@ class _Drawer:
         grid = R.layer_head_grid(self.ex.pixels, maps.view(self.L, self.H, self.g, self.g), tile_size=small,
                                  alpha=max(self.o.alpha, 0.5))
         return panel(grid, f"Attention from {self.who} in every layer and head", scale)
+
+
+def locks_in(lens: torch.Tensor) -> int:
+    """The first block (1-based) after which the leading class of the (L, C) logit lens is the final
+    prediction and stays so."""
+    top = lens.argmax(-1).tolist()
+    k = len(top)
+    while k > 1 and top[k - 2] == top[-1]:
+        k -= 1
+    return k
+
+
+def lens_panel(classes, lens: torch.Tensor) -> np.ndarray:
+    """The (L, C) logit lens as a picture: the classes that lead after some block, or end in the top 5."""
+    L = lens.shape[0]
+    keep = list(dict.fromkeys(lens.argmax(-1).tolist() + lens[-1].topk(min(5, len(classes))).indices.tolist()))[:8]
+    grid = R.lens_grid(lens[:, keep], [f"after block {i + 1}" for i in range(L)], [classes[i] for i in keep])
+    return panel(grid, f"Logit lens: the prediction after each block (final from block {locks_in(lens)} on)",
+                 Scale("probability", 0.0, 1.0, "one scale for all cells", cmap="viridis"))
 
 
 def flat_relevance_reason(model) -> str:

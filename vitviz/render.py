@@ -185,6 +185,31 @@ def layer_head_grid(pixels: np.ndarray, maps, tile_size: int = 72, cmap: str = "
     return tile(rows, [f"layer {i + 1}" for i in range(L)], [f"head {j + 1}" for j in range(H)])
 
 
+def lens_grid(probs, row_labels: list[str], col_labels: list[str], cell: tuple[int, int] = (84, 26),
+              cmap: str = "viridis") -> np.ndarray:
+    """(rows, cols) probabilities in [0, 1] as coloured cells on one 0..1 scale, labelled, each row's largest
+    written in its cell (the logit lens: a row a block, a column a class)."""
+    p = _np(probs)
+    w, h = cell
+    cells = np.repeat(np.repeat(colorize(p, cmap, 0.0, 1.0), h, 0), w, 1)
+    f = font(13)
+    left = 8 + int(max(f.getlength(lab) for lab in row_labels))
+    top = 20
+    canvas = Image.new("RGB", (left + cells.shape[1] + 2, top + cells.shape[0] + 2), BG)
+    canvas.paste(Image.fromarray(cells), (left, top))
+    d = ImageDraw.Draw(canvas)
+    for c, lab in enumerate(col_labels):
+        lab = lab if f.getlength(lab) <= w - 4 else lab[:max(1, int(len(lab) * (w - 8) / f.getlength(lab)))] + "."
+        d.text((left + c * w + (w - f.getlength(lab)) / 2, 2), lab, fill=(40, 40, 40), font=f)
+    for r, lab in enumerate(row_labels):
+        d.text((4, top + r * h + (h - 13) / 2), lab, fill=(40, 40, 40), font=f)
+        c = int(np.argmax(p[r]))
+        text = f"{100 * p[r, c]:.0f}%"
+        d.text((left + c * w + (w - f.getlength(text)) / 2, top + r * h + (h - 13) / 2), text,
+               fill=(0, 0, 0) if p[r, c] > 0.6 else (255, 255, 255), font=f)
+    return np.asarray(canvas)
+
+
 def layer_strip(pixels: np.ndarray, maps, tile_size: int = 96, cmap: str = "inferno", alpha: float = 0.6,
                 mode: str = "bilinear", prefix: str = "up to layer") -> np.ndarray:
     """(L, g, g) maps scaled to [0, 1] side by side, labelled by layer: rollout building with depth."""

@@ -18,7 +18,7 @@ from . import render as R
 from .card import card_of
 from .data import pixels_to_tensor
 from .panels import Scale, panel
-from .pictures import PictureCache, main_size, sees_picture, token_name
+from .pictures import PictureCache, lens_panel, locks_in, main_size, sees_picture, token_name
 
 
 @dataclass
@@ -138,37 +138,6 @@ def _bars(model, w: Walk) -> np.ndarray:
     return R.figure_to_array(fig)
 
 
-def _lens_picture(model, w: Walk) -> np.ndarray:
-    """Which class leads after each block: the probabilities of the classes that ever lead, or end in the top 5."""
-    classes = card_of(model).classes
-    L = w.lens.shape[0]
-    keep = list(dict.fromkeys(w.lens.argmax(-1).tolist() + w.lens[-1].topk(min(5, len(classes))).indices.tolist()))
-    keep = keep[:8]
-    m = w.lens[:, keep].numpy()
-    fig = Figure(figsize=(max(4.6, 0.75 * len(keep) + 2.2), 0.34 * L + 1.6), dpi=100)
-    ax = fig.add_subplot()
-    im = ax.imshow(m, cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    ax.set_xticks(range(len(keep)), [classes[i][:12] for i in keep], rotation=30, ha="right", fontsize=10)
-    ax.set_yticks(range(L), [f"after block {i + 1}" for i in range(L)], fontsize=10)
-    for r in range(L):
-        c = int(np.argmax(m[r]))
-        ax.text(c, r, f"{100 * m[r, c]:.0f}%", ha="center", va="center", fontsize=9,
-                color="black" if m[r, c] > 0.5 else "white")
-    fig.colorbar(im, ax=ax, label="probability (one scale, 0 to 1)")
-    ax.set_title("Logit lens: what the model would say if it stopped after each block", fontsize=10)
-    fig.tight_layout()
-    return R.figure_to_array(fig)
-
-
-def locks_in(w: Walk) -> int:
-    """The first block (1-based) after which the leading class is the final prediction and stays so."""
-    top = w.lens.argmax(-1).tolist()
-    k = len(top)
-    while k > 1 and top[k - 2] == top[-1]:
-        k -= 1
-    return k
-
-
 def _block(model, w: Walk, block: int, patch: int | None) -> np.ndarray:
     """Block `block` (1-based): every head's attention from the token, and the tokens' norms after it."""
     cfg = card_of(model).config
@@ -203,7 +172,7 @@ def texts(model, w: Walk, block: int, patch: int | None) -> dict[str, str]:
     grow = float((w.tokens[1:] - w.patches).norm(dim=-1).mean() / w.patches.norm(dim=-1).mean().clamp_min(1e-12))
     top = [(classes[i], float(v)) for v, i in zip(*w.lens[block - 1].topk(min(3, len(classes))))]
     final = int(w.logits.argmax())
-    lock = locks_in(w)
+    lock = locks_in(w.lens)
     return {
         "input_text": f"The model receives a {cfg.image_size}x{cfg.image_size} image with {C} channel(s), each "
                       f"normalised as (value - mean) / std with mean ({mean}) and std ({std}). It is cut into a "
@@ -248,7 +217,7 @@ def render_steps(model, w: Walk, block: int = 1, patch: int | None = None,
                                                        _similarity(model, sim_at))),
         "block": (("block", block, "patch", patch), lambda: _block(model, w, block, patch)),
         "head": ((), lambda: _bars(model, w)),
-        "lens": ((), lambda: _lens_picture(model, w)),
+        "lens": ((), lambda: lens_panel(card_of(model).classes, w.lens)),
     }
     got = {name: cache.get(name, w, key, make) for name, (key, make) in made.items()}
     view = StepView(**{name: pic for name, (pic, _) in got.items()}, **texts(model, w, block, patch))

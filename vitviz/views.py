@@ -25,6 +25,7 @@ class Explanation:
     target: int  # the class gradient rollout explains
     attn: torch.Tensor  # (L, H, N, N)
     grad_rollout: torch.Tensor  # (P,)
+    lens: torch.Tensor  # (L, C) the logit lens: class probabilities after each block
 
 
 def image_to_pixels(model, image) -> np.ndarray:
@@ -55,7 +56,7 @@ def analyse(model, pixels: np.ndarray, target=None) -> Explanation:
     x = pixels_to_tensor(pixels, card.mean, card.std).to(next(model.parameters()).device)
     ex = I.attention_and_relevance(model, x, target=parse_target(model, target))
     return Explanation(pixels, ex["logits"][0].softmax(-1).cpu(), int(ex["target"][0]), ex["attn"][0].cpu(),
-                       ex["grad_rollout"][0].cpu())
+                       ex["grad_rollout"][0].cpu(), ex["lens"][0].cpu())
 
 
 def top_k(model, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
@@ -177,7 +178,7 @@ def _training_line(card) -> str:
 
 EXPORT_NAMES = {"sees": "input_with_patch_grid", "rollout": "attention_rollout", "grad_rollout": "gradient_rollout",
                 "rollout_strip": "rollout_by_layer", "heads": "attention_every_layer_x_head",
-                "head_large": "selected_layer_head"}
+                "head_large": "selected_layer_head", "lens": "logit_lens"}
 
 
 def export_view(view, attn: torch.Tensor, folder: str | Path) -> tuple[Path, Path]:

@@ -240,6 +240,8 @@ HELP = {
     "head_large": "One head of one layer: the selected token's softmax row, how much it takes from each patch "
                   "(the row sums to 1 with CLS).",
     "rollout_strip": "Rollout stopped after layer 1, 2, ...: how the picture forms with depth.",
+    "lens": "What the model would predict if it stopped after each block: the CLS token read by the final norm "
+            "and head (the logit lens). The Step by step tab walks through every stage.",
     "heads": "Each tile is one head's attention from the selected token. Early layers often look near the token, "
              "later ones across the image.",
 }
@@ -311,6 +313,8 @@ def _build_below(c: dict):
         with gr.Column(scale=1, min_width=300):
             c["rollout_strip"] = pic("Rollout up to each layer", "rollout-strip", elem_classes_extra=["vv-wide"])
             _help("rollout_strip")
+            c["lens"] = pic("Logit lens", "lens", elem_classes_extra=["vv-wide"])
+            _help("lens")
         with gr.Column(scale=1, min_width=300):
             c["heads"] = pic("Attention in every layer and head", "heads", elem_classes_extra=["vv-wide"])
             _help("heads")
