@@ -259,6 +259,12 @@ def test_train_handler_rejects_bad_settings():
             next(train_tab.train_run(request=FakeRequest("b"), **kw))
 
 
+def test_the_train_button_says_a_refusal_in_the_status_and_leaves_the_menus():
+    out = next(train_tab.train_page(patch=5, request=FakeRequest("page")))
+    assert "does not divide" in out[0] and out[0].startswith("⚠️")
+    assert all(_skipped(o) for o in out[1:6]) and _skipped(out[7]) and _skipped(out[8])  # Compare menus untouched
+
+
 def test_training_without_data_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("VITVIZ_DATA", str(tmp_path / "missing"))
     monkeypatch.setattr(live, "_datasets", {})

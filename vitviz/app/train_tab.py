@@ -92,6 +92,17 @@ def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float 
         memory.give_back()  # what the run's activations and optimizer held
 
 
+@functools.wraps(train_run)
+def train_page(*args, **kwargs):
+    """The Train button: as /train, but settings that cannot be used are said in the status line (the API gets
+    the same sentence as an error); the other outputs, the Compare menus among them, stay as they were."""
+    try:
+        yield from train_run(*args, **kwargs)
+    except gr.Error as e:
+        state = kwargs.get("state", args[len(FORM)] if len(args) > len(FORM) else None)
+        yield (f"⚠️ {e.message}", *[gr.skip()] * 5, visitor(state), gr.skip(), gr.skip())
+
+
 def _outputs(up: live.Update, v) -> tuple:
     """One streamed update as the tab's outputs; gr.skip() for what did not change."""
     skip = gr.skip()
@@ -216,6 +227,7 @@ def build() -> dict:
                 c["train"] = gr.Button("Train", variant="primary", elem_id="train-btn")
                 c["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn", interactive=False)
             c["use"] = gr.Button("Explore this model", elem_id="use-btn", interactive=False)
+            c["api"] = gr.Button(visible=False)  # /train for API callers; the page's button is train_page
             c["files"] = gr.File(label="Download the checkpoint (.safetensors + .json)", file_count="multiple",
                                  interactive=False, height=110)
         with gr.Column(scale=2):
@@ -244,12 +256,15 @@ def wire(c: dict, shell, compare_menus: list, demo: gr.Blocks):
     c["preset"].change(preset_sizes, c["preset"], [c["depth"], c["heads"], c["width"], c["patch"]],
                        api_visibility="private")
     buttons = [c["train"], c["stop"], c["use"]]
+    run = dict(inputs=[c[k] for k in FORM] + [shell.state],
+               outputs=[c["status"], c["progress"], c["curves"], c["probes"], c["pos"], c["files"], shell.state,
+                        *compare_menus],
+               concurrency_limit=TRAIN_SLOTS, concurrency_id="train", validator=admission(demo),
+               preprocess=False)  # TrainConfig.parse reads the raw values and answers each with a sentence
+    c["api"].click(train_run, **run, api_name="train",
+                   api_description="Train a ViT live; streams status, progress, curves and pictures.")
     c["train"].click(running_buttons, None, buttons, queue=False, api_visibility="private").then(
-        train_run, [c[k] for k in FORM] + [shell.state],
-        [c["status"], c["progress"], c["curves"], c["probes"], c["pos"], c["files"], shell.state, *compare_menus],
-        api_name="train", concurrency_limit=TRAIN_SLOTS, concurrency_id="train", validator=admission(demo),
-        preprocess=False,  # TrainConfig.parse reads the raw values and answers each with a sentence
-        api_description="Train a ViT live; streams status, progress, curves and pictures.").then(
+        train_page, **run, api_visibility="private").then(
         idle_buttons, shell.state, buttons, queue=False, api_visibility="private")
     c["stop"].click(stop_run, None, c["status"], api_name="stop", queue=False)
     c["use"].click(explore_trained, shell.state, [shell.model_dd, shell.tabs], api_visibility="private")
