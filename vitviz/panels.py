@@ -65,10 +65,10 @@ def wrap(text: str, width: int, size: int = TEXT_PX) -> list[str]:
 
 
 @functools.lru_cache(maxsize=512)
-def _text_block(text: str, width: int, size: int, color: tuple, centre: bool) -> np.ndarray:
+def _text_block(text: str, width: int, size: int, color: tuple, centre: bool, bg: tuple) -> np.ndarray:
     lines = wrap(text, width - 8, size)
     step = size + 4
-    im = Image.new("RGB", (width, 4 + step * max(1, len(lines))), BG)
+    im = Image.new("RGB", (width, 4 + step * max(1, len(lines))), bg)
     d = ImageDraw.Draw(im)
     f = font(size)
     for i, line in enumerate(lines):
@@ -77,9 +77,9 @@ def _text_block(text: str, width: int, size: int, color: tuple, centre: bool) ->
     return np.asarray(im)
 
 
-def text_block(text: str, width: int, size: int = TEXT_PX, color=INK, centre: bool = True) -> np.ndarray:
-    """Wrapped text on white, `width` wide."""
-    return _text_block(text, int(width), int(size), tuple(color), centre)
+def text_block(text: str, width: int, size: int = TEXT_PX, color=INK, centre: bool = True, bg=BG) -> np.ndarray:
+    """Wrapped text on `bg` (white), `width` wide."""
+    return _text_block(text, int(width), int(size), tuple(color), centre, tuple(bg))
 
 
 @functools.lru_cache(maxsize=64)
@@ -147,7 +147,7 @@ def panel(img: np.ndarray, title: str, scale: Scale | None = None, min_width: in
 def message_panel(size: int, title: str, message: str) -> np.ndarray:
     """A square with a sentence instead of a map: for a map that has nothing to show."""
     box = np.full((size, size, 3), 238, np.uint8)
-    text = text_block(message, size - 24, TEXT_PX, INK)
+    text = text_block(message, size - 24, TEXT_PX, INK, bg=(238, 238, 238))
     h = min(text.shape[0], size - 8)
     y = (size - h) // 2
     box[y:y + h, 12:12 + text.shape[1]] = text[:h]

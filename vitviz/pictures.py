@@ -218,9 +218,9 @@ def lens_panel(classes, lens: torch.Tensor) -> np.ndarray:
 
 
 def flat_relevance_reason(model) -> str:
-    head = getattr(model, "head", None)
-    weight = getattr(head, "weight", None)
-    if isinstance(weight, torch.Tensor) and not weight.detach().any():
+    head = getattr(I._adapter(model), "head", None)  # ours: a Linear; torchvision's: its `heads`
+    weights = [p for name, p in head.named_parameters() if name.endswith("weight")] if head is not None else []
+    if weights and not any(p.detach().any() for p in weights):
         return ("Every patch has zero relevance: this model's classification head is still at its starting "
                 "zeros, so no class depends on any patch yet. Train it for a few steps and look again.")
     return "Every patch has the same relevance to this class, so there is no map to draw."
