@@ -20,7 +20,7 @@ from .activity import ACTIVITY
 from .inputs import FUSIONS, PREDICTED, FieldError, choice, number, patch_index, pixels_for, read_image, whole
 from . import models
 from .models import DEFAULT_EXAMPLE, resolve_model, visitor
-from .widgets import pic
+from .widgets import help_line, pic
 
 OPTIONS = ("fusion", "discard", "target", "layer", "head", "patch", "alpha", "smooth", "shared")
 NOTES = ("image_note", "target_note", "patch_note")  # where the page says what went wrong, by the control
@@ -247,10 +247,6 @@ HELP = {
 }
 
 
-def _help(name: str):
-    return gr.Markdown(HELP[name], elem_classes=["vv-help"])
-
-
 def build() -> dict:
     """The Explore tab's components, by name; the pictures under the names of pictures.ExploreView's fields."""
     c = {"image": gr.Image(type="filepath", image_mode=None, visible=False, elem_id="input-image")}
@@ -268,18 +264,18 @@ def build() -> dict:
             c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Heads combined by", elem_id="fusion")
             c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Discard weakest",
                                      elem_id="discard")
-            _help("rollout")
+            help_line(HELP["rollout"])
         with gr.Column(scale=1, min_width=262):
             c["grad_rollout"] = pic("Gradient rollout", "grad-rollout")
             c["target"] = gr.Dropdown([PREDICTED] + DATASETS["cifar10"]["classes"], value=PREDICTED,
                                       label="Explain class", elem_id="target")
             c["target_note"] = gr.Markdown(elem_classes=["vv-note"])
-            _help("grad_rollout")
+            help_line(HELP["grad_rollout"])
         with gr.Column(scale=1, min_width=262):
             c["head_large"] = pic("Selected layer and head", "head-large")
             c["layer"] = gr.Slider(1, 6, value=6, step=1, label="Layer", elem_id="layer")
             c["head"] = gr.Slider(1, 6, value=1, step=1, label="Head", elem_id="head")
-            _help("head_large")
+            help_line(HELP["head_large"])
     _build_below(c)
     return c
 
@@ -289,7 +285,7 @@ def _build_below(c: dict):
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300):
             c["summary"] = gr.Markdown(elem_id="summary")
-            _help("sees")
+            help_line(HELP["sees"])
             with gr.Row():
                 c["patch"] = gr.Number(value=-1, precision=0, label="Selected token: patch number (-1: CLS)",
                                        elem_id="patch", min_width=160)
@@ -312,12 +308,12 @@ def _build_below(c: dict):
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300):
             c["rollout_strip"] = pic("Rollout up to each layer", "rollout-strip", elem_classes_extra=["vv-wide"])
-            _help("rollout_strip")
+            help_line(HELP["rollout_strip"])
             c["lens"] = pic("Logit lens", "lens", elem_classes_extra=["vv-wide"])
-            _help("lens")
+            help_line(HELP["lens"])
         with gr.Column(scale=1, min_width=300):
             c["heads"] = pic("Attention in every layer and head", "heads", elem_classes_extra=["vv-wide"])
-            _help("heads")
+            help_line(HELP["heads"])
     c["api_explain"], c["api_export"] = gr.Button(visible=False), gr.Button(visible=False)
 
 

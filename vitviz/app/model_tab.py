@@ -19,7 +19,7 @@ from . import limits
 from .cache import ModelCache
 from .inputs import whole
 from .models import resolve_model
-from .widgets import pic
+from .widgets import help_line, pic
 
 SUMMARIES = ModelCache(int(limits.get("VITVIZ_MODEL_CACHE")))
 
@@ -77,28 +77,24 @@ HELP = {
 }
 
 
-def _help(name: str):
-    return gr.Markdown(HELP[name], elem_classes=["vv-help"])
-
-
 def build() -> dict:
     c = {"card": gr.Markdown()}
     with gr.Row():
         with gr.Column():
             c["pos_tiles"] = pic("Positional-embedding similarity (click a position)", "pos-tiles", show_label=True)
-            _help("pos")
+            help_line(HELP["pos"])
         with gr.Column():
             c["pos_large"] = pic("Selected position", "pos-large")
-            _help("large")
+            help_line(HELP["large"])
     c["position"] = gr.Number(value=-1, precision=0, visible=False)
     with gr.Row():
         with gr.Column():
             c["distance"] = pic("Mean attention distance per head", "distance")
-            _help("distance")
+            help_line(HELP["distance"])
         with gr.Column():
             c["components"] = pic("Patch-embedding filters: principal components", show_label=True)
             c["components_note"] = gr.Markdown()
-            _help("components")
+            help_line(HELP["components"])
     return c
 
 

@@ -20,7 +20,7 @@ from ..train_config import ConfigError
 from . import limits
 from .activity import ACTIVITY
 from .models import model_choices, remember, visitor
-from .widgets import pic, progress_html
+from .widgets import help_line, pic, progress_html
 
 TRAIN_SLOTS = int(limits.get("VITVIZ_TRAIN_SLOTS"))
 ZERO_GPU = zerogpu.enabled()  # Hugging Face ZeroGPU: a GPU is attached for each run
@@ -234,17 +234,15 @@ def build() -> dict:
             c["status"] = gr.Markdown("Press **Train** to start.", elem_id="train-status")
             c["progress"] = gr.HTML(progress_html(0.0))
             c["curves"] = pic("Loss and accuracy", "curves", show_label=True, value=live.empty_curves())
-            gr.Markdown("Grey: the training loss of each step. Orange dots: accuracy on a small held-out sample "
+            help_line("Grey: the training loss of each step. Orange dots: accuracy on a small held-out sample "
                         f"every {live.QUICK_VAL_EVERY_S} s; circles: every held-out image at each epoch's end. "
-                        "Chance is 10% for both data sets.", elem_classes=["vv-help"])
+                        "Chance is 10% for both data sets.")
             c["probes"] = pic("Attention rollout on fixed probe images", "probes")
-            gr.Markdown("The same held-out images all run long: where the model looks (rollout from CLS), and what it "
-                        "predicts. Attention starts spread out and gathers on the object as the model learns.",
-                        elem_classes=["vv-help"])
+            help_line("The same held-out images all run long: where the model looks (rollout from CLS), and what it "
+                        "predicts. Attention starts spread out and gathers on the object as the model learns.")
             c["pos"] = pic("Positional-embedding similarity", "train-pos")
-            gr.Markdown("Each tile is one patch position against all others. At first the tiles are noise; a bright "
-                        "spot at each tile's own place means the model has learned where its patches are.",
-                        elem_classes=["vv-help"])
+            help_line("Each tile is one patch position against all others. At first the tiles are noise; a bright "
+                        "spot at each tile's own place means the model has learned where its patches are.")
     return c
 
 

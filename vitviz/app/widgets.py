@@ -12,6 +12,11 @@ def pic(label: str, elem_id: str | None = None, fmt: str = "png", elem_classes_e
                     buttons=[], **kw)
 
 
+def help_line(text: str) -> gr.Markdown:
+    """The line under a picture that says how to read it."""
+    return gr.Markdown(text, elem_classes=["vv-help"])
+
+
 def progress_html(p: float | None, stopped: bool = False) -> str:
     """The run's progress bar; a run that ended early keeps the bar where it got to, and says so."""
     pct = 0 if p is None else int(round(100 * max(0.0, min(1.0, p))))
