@@ -235,14 +235,14 @@ def build() -> dict:
             c["progress"] = gr.HTML(progress_html(0.0))
             c["curves"] = pic("Loss and accuracy", "curves", show_label=True, value=live.empty_curves())
             help_line("Grey: the training loss of each step. Orange dots: accuracy on a small held-out sample "
-                        f"every {live.QUICK_VAL_EVERY_S} s; circles: every held-out image at each epoch's end. "
-                        "Chance is 10% for both data sets.")
+                      f"every {live.QUICK_VAL_EVERY_S} s; circles: every held-out image at each epoch's end. "
+                      "Chance is 10% for both data sets.")
             c["probes"] = pic("Attention rollout on fixed probe images", "probes")
             help_line("The same held-out images all run long: where the model looks (rollout from CLS), and what it "
-                        "predicts. Attention starts spread out and gathers on the object as the model learns.")
+                      "predicts. Attention starts spread out and gathers on the object as the model learns.")
             c["pos"] = pic("Positional-embedding similarity", "train-pos")
             help_line("Each tile is one patch position against all others. At first the tiles are noise; a bright "
-                        "spot at each tile's own place means the model has learned where its patches are.")
+                      "spot at each tile's own place means the model has learned where its patches are.")
     return c
 
 
