@@ -127,6 +127,8 @@ class _Drawer:
         self.who = token_name(o.patch)
         self._roll = None
         self.model = model
+        # what _token_row does to a selected patch's own weight, said on every picture drawn from it
+        self.own = "" if o.patch is None else "; the patch itself at the others' maximum"
 
     def rolled(self) -> torch.Tensor:
         if self._roll is None:
@@ -157,8 +159,7 @@ class _Drawer:
         return sees_picture(self.ex.pixels, self.g, self.S, self.o.patch)
 
     def rollout(self) -> np.ndarray:
-        own = "" if self.o.patch is None else "; the patch itself at the others' maximum"
-        return self._own(self._token_row(self.rolled()[-1]), "rolled-out attention" + own,
+        return self._own(self._token_row(self.rolled()[-1]), "rolled-out attention" + self.own,
                          f"Attention rollout from {self.who}")
 
     def grad_rollout(self) -> np.ndarray:
@@ -177,13 +178,13 @@ class _Drawer:
         pic = R.overlay(self.ex.pixels, m.view(self.g, self.g), self.S, alpha=self.o.alpha, mode="nearest",
                         vmin=lo, vmax=hi)
         return panel(self._outline(pic), f"Layer {layer}, head {head}: attention from {self.who}",
-                     Scale("attention weight", lo, hi))
+                     Scale("attention weight" + self.own, lo, hi))
 
     def rollout_strip(self) -> np.ndarray:
         maps, scale = _scaled(self._token_row(self.rolled()).view(self.L, self.g, self.g), self.o.shared)
         size = max(64, min(112, 720 // self.L))
         strip = R.layer_strip(self.ex.pixels, maps, tile_size=size, alpha=self.o.alpha, mode=self.mode)
-        scale = Scale("rolled-out attention", scale.lo, scale.hi, scale.shared, relative=scale.relative)
+        scale = Scale("rolled-out attention" + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
         return panel(strip, f"Rollout from {self.who}, up to each layer", scale)
 
     def lens(self) -> np.ndarray:
@@ -192,6 +193,7 @@ class _Drawer:
     def heads(self) -> np.ndarray:
         maps = self._token_row(self.ex.attn).reshape(self.L * self.H, self.g, self.g)
         maps, scale = _scaled(maps, self.o.shared)
+        scale = Scale(scale.what + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
         small = max(48, min(96, 576 // max(self.L, self.H)))
         grid = R.layer_head_grid(self.ex.pixels, maps.view(self.L, self.H, self.g, self.g), tile_size=small,
                                  alpha=max(self.o.alpha, 0.5))
