@@ -201,22 +201,34 @@ def patch_attention(attn: torch.Tensor, patch: int) -> torch.Tensor:
     return attn[..., 1 + patch, 1:]
 
 
+class _block_outputs:
+    """Within the block, every block's output tokens (B, N, D) are kept in `.seen`, in order (forward hooks,
+    removed on the way out); `extra` hooks (module, hook, kind) go on and come off with them."""
+
+    def __init__(self, model, extra=()):
+        self.blocks, self.extra, self.seen, self.handles = _adapter(model).blocks, extra, [], []
+
+    def _keep(self, module, args, output):
+        self.seen.append(output[0] if isinstance(output, tuple) else output)  # ours returns (tokens, attention)
+
+    def __enter__(self):
+        for module, hook, kind in self.extra:
+            self.handles.append(module.register_forward_pre_hook(hook, with_kwargs=True) if kind == "pre"
+                                else module.register_forward_hook(hook))
+        self.handles += [blk.register_forward_hook(self._keep) for blk in self.blocks]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+
+
 def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
     """One forward and one backward pass for what the Explore view draws: logits (B, C), the explained
-    class (B,), attention (B, L, H, N, N), gradient rollout (B, P) and the logit lens (B, L, C). Rollout and distances are cheap
-    functions of the attention; the caller computes the ones it shows."""
-    m = _adapter(model)
-    outs: list[torch.Tensor] = []
-
-    def keep(module, args, output):
-        outs.append((output[0] if isinstance(output, tuple) else output)[:, :1].detach())
-
-    handles = [blk.register_forward_hook(keep) for blk in m.blocks]
-    try:
+    class (B,), attention (B, L, H, N, N), gradient rollout (B, P) and the logit lens (B, L, C). Rollout and
+    distances are cheap functions of the attention; the caller computes the ones it shows."""
+    with _block_outputs(model) as outs:
         logits, attns = forward_with_attention(model, x, grad=True)
-    finally:
-        for h in handles:
-            h.remove()
     t = _targets(logits, target)
     grads = _grad(logits.gather(1, t[:, None]).sum(), attns)
     return {
@@ -224,7 +236,7 @@ def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
         "target": t,
         "attn": torch.stack([a.detach() for a in attns], 1).float(),
         "grad_rollout": _relevance(attns, grads),
-        "lens": lens(model, torch.stack(outs, 1)),  # (B, L, C): the logit lens, from the same forward pass
+        "lens": lens(model, torch.stack([o[:, :1].detach() for o in outs.seen], 1)),  # the same pass's logit lens
     }
 
 
@@ -261,20 +273,9 @@ def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256) -> tor
 def token_norms(model, x: torch.Tensor) -> torch.Tensor:
     """The L2 norm of every token after each block: (B, C, H, W) -> (B, L, N), CLS first. Large ViTs grow a
     few high-norm tokens that dominate attention (Darcet et al., 2024, "Vision Transformers Need Registers")."""
-    norms: list[torch.Tensor] = []
-
-    def keep(module, args, output):
-        tokens = output[0] if isinstance(output, tuple) else output  # ours returns (tokens, attention)
-        norms.append(tokens.float().norm(dim=-1))
-
-    handles = [blk.register_forward_hook(keep) for blk in _adapter(model).blocks]
-    try:
-        with _eval_mode(model):
-            model(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return torch.stack(norms, 1)
+    with _block_outputs(model) as outs, _eval_mode(model):
+        model(x)
+    return torch.stack([t.float().norm(dim=-1) for t in outs.seen], 1)
 
 
 def walk(model, x: torch.Tensor) -> dict:
@@ -283,28 +284,19 @@ def walk(model, x: torch.Tensor) -> dict:
     embedding added, as the first block receives them; 'blocks' (B, L, N, D) each block's output; 'attn'
     (B, L, H, N, N); 'logits' (B, C)."""
     m = _adapter(model)
-    seen: dict[str, list] = {"patches": [], "tokens": [], "blocks": []}
+    seen: dict[str, torch.Tensor] = {}
 
     def conv(module, args, output):
-        seen["patches"].append(output.flatten(2).transpose(1, 2))
+        seen["patches"] = output.flatten(2).transpose(1, 2)
 
     def first(module, args, kwargs):
-        seen["tokens"].append(args[0] if args else next(iter(kwargs.values())))
+        seen["tokens"] = args[0] if args else next(iter(kwargs.values()))
 
-    def block(module, args, output):
-        seen["blocks"].append(output[0] if isinstance(output, tuple) else output)
-
-    handles = [m.patch_embed.proj.register_forward_hook(conv),
-               m.blocks[0].register_forward_pre_hook(first, with_kwargs=True)]
-    handles += [blk.register_forward_hook(block) for blk in m.blocks]
-    try:
-        with _eval_mode(model), torch.no_grad():
-            out = m.forward_intermediates(x, return_attention=True)
-    finally:
-        for h in handles:
-            h.remove()
-    return {"patches": seen["patches"][0].float(), "tokens": seen["tokens"][0].float(),
-            "blocks": torch.stack(seen["blocks"], 1).float(), "attn": torch.stack(out["attn"], 1).float(),
+    extra = [(m.patch_embed.proj, conv, "post"), (m.blocks[0], first, "pre")]
+    with _block_outputs(model, extra) as outs, _eval_mode(model), torch.no_grad():
+        out = m.forward_intermediates(x, return_attention=True)
+    return {"patches": seen["patches"].float(), "tokens": seen["tokens"].float(),
+            "blocks": torch.stack(outs.seen, 1).float(), "attn": torch.stack(out["attn"], 1).float(),
             "logits": out["logits"].float()}
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
+from PIL import Image, ImageDraw
 
 from . import interpret as I
 from . import render as R
@@ -275,8 +276,6 @@ def cls_box(S: int, g: int) -> tuple[int, int, int, int]:
 def sees_picture(pixels: np.ndarray, g: int, S: int, patch: int | None) -> np.ndarray:
     """The input enlarged to S with its numbered grid (the selected patch outlined), and the CLS tile beside
     it (outlined when the CLS token is selected)."""
-    from PIL import Image, ImageDraw
-
     grid = R.draw_grid(R.enlarge(pixels, S), g, numbers=S / g >= 24, highlight=patch)
     x0, y0, x1, y1 = cls_box(S, g)
     canvas = Image.new("RGB", (x1 + 4, S), R.BG)

@@ -93,7 +93,7 @@ def _sequence(pixels: np.ndarray, g: int, patch: int | None) -> np.ndarray:
     rows = -(-g * g // per_row)
     canvas = Image.new("RGB", (per_row * (cell + 4) + 4, rows * (cell + 18) + 4), R.BG)
     d = ImageDraw.Draw(canvas)
-    f = R.font(12 if cell >= 24 else 10)
+    f = R.font(13 if cell >= 24 else 11)
     for k in range(g * g):
         r, c = divmod(k, g)
         tile = Image.fromarray(np.ascontiguousarray(img[r * p:(r + 1) * p, c * p:(c + 1) * p])).resize(
@@ -156,9 +156,7 @@ def _block(model, w: Walk, block: int, patch: int | None) -> np.ndarray:
     pic = R.overlay(w.pixels, n, S, cmap="magma", alpha=0.8, mode="nearest", vmin=float(n.min()), vmax=float(n.max()))
     pic = panel(pic, f"Token norms after block {block} (CLS: {float(norms[0]):.1f})",
                 Scale("L2 norm of each patch token", float(n.min()), float(n.max()), cmap="magma"))
-    h = max(heads.shape[0], pic.shape[0])
-    pad = lambda a: np.concatenate([a, np.full((h - a.shape[0], a.shape[1], 3), 255, np.uint8)])  # noqa: E731
-    return np.concatenate([pad(heads), np.full((h, 16, 3), 255, np.uint8), pad(pic)], 1)
+    return _side(heads, pic)
 
 
 def texts(model, w: Walk, block: int, patch: int | None) -> dict[str, str]:

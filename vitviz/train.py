@@ -234,13 +234,19 @@ def train(cfg: TrainConfig, data: Dataset | None = None, out: str | Path | None 
     if status != "error" and run.step > 0 and (not run.history or run.history[-1]["step"] != run.step):
         # a stopped run answers fast: it validates on at most 500 images
         yield from end_epoch(run.step / batches.per_epoch, elapsed, 500 if status == "stopped" else 0)
+    yield result_event(status, message, run, elapsed, model, out, data.test if final_test else None, precision)
+
+
+def result_event(status, message, run, elapsed, model, out, test, precision) -> dict:
+    """The run's last event (`done`, `stopped` or `error`), with the model in eval mode, and its test accuracy
+    when a test split is given."""
     model.eval()
     path = str(checkpoint.paths(out)[0]) if out is not None and run.history else None
     result = {"event": status, "message": message, "step": run.step, "train_seconds": elapsed, "model": model,
               "history": run.history, "path": path}
-    if status != "error" and final_test and run.step > 0:
-        _, result["test_acc"] = evaluate(model, data.test, device, precision=precision)
-    yield result
+    if status != "error" and test is not None and run.step > 0:
+        _, result["test_acc"] = evaluate(model, test, precision.device, precision=precision)
+    return result
 
 
 def step_event(step, batches, total_steps, cfg, loss, lr, ips, elapsed, progress) -> dict:

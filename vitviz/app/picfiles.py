@@ -36,8 +36,7 @@ class PictureFiles:
 
     def __init__(self):
         self._folder: Path | None = None
-        self._files: dict[str, tuple[int, str]] = {}  # name -> (id of the picture, its file)
-        self._keep: dict[str, np.ndarray] = {}  # the pictures themselves, so that their ids stay theirs
+        self._files: dict[str, tuple[np.ndarray, str]] = {}  # name -> (the picture handed out, its file)
 
     def _where(self) -> Path:
         if self._folder is None or not self._folder.is_dir():
@@ -51,15 +50,14 @@ class PictureFiles:
         folder, out, todo = self._where(), {}, {}
         for name, pic in pictures.items():
             hit = self._files.get(name)
-            if hit is not None and hit[0] == id(pic) and self._keep.get(name) is pic and Path(hit[1]).exists():
+            if hit is not None and hit[0] is pic and Path(hit[1]).exists():
                 out[name] = hit[1]
             else:
                 todo[name] = _POOL.submit(write_picture, pic, folder / f"{name}-{next(_count)}.jpg")
         for name, job in todo.items():
             old = self._files.get(name)
             out[name] = job.result()
-            self._files[name] = (id(pictures[name]), out[name])
-            self._keep[name] = pictures[name]
+            self._files[name] = (pictures[name], out[name])
             if old is not None and old[1] != out[name]:
                 Path(old[1]).unlink(missing_ok=True)
         return out
@@ -69,4 +67,3 @@ class PictureFiles:
             shutil.rmtree(self._folder, ignore_errors=True)
         self._folder = None
         self._files.clear()
-        self._keep.clear()
