@@ -79,7 +79,7 @@ def test_explain_handler_gives_every_picture():
     # a patch: the token-dependent pictures are drawn again from it, gradient rollout is not
     v2, fresh2, _, _ = explore.explore_view({"path": EXAMPLE}, patch=10, state=state)
     assert fresh2 == {"sees", "rollout", "head_large", "rollout_strip", "heads"}
-    assert not np.array_equal(v2.rollout, v.rollout) and v2.grad_rollout is v.grad_rollout
+    assert not np.array_equal(v2.rollout, v.rollout) and v2.class_map is v.class_map
     # /explain returns the same pictures as files, in pictures.ExploreView's field order
     out = explore.explain({"path": EXAMPLE}, patch=10, state=state)
     assert len(out) == len(pictures.OUTPUT_NAMES)
@@ -92,7 +92,7 @@ def test_explain_handler_gives_every_picture():
 
 def test_page_update_sends_only_what_changed_and_says_errors_beside_their_control():
     args = lambda **kw: [{"path": EXAMPLE}, *[{**dict(fusion="mean", discard=0.0, target="predicted class",  # noqa
-                         layer=6, head=1, patch=-1, alpha=0.6, smooth=True, shared=False), **kw}[k]
+                         layer=6, head=1, patch=-1, alpha=0.6, smooth=True, shared=False, method="gradient rollout"), **kw}[k]
                          for k in explore.OPTIONS]]
     state = models.Visitor()
     names = pictures.OUTPUT_NAMES

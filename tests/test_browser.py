@@ -16,7 +16,7 @@ from vitviz.app import build_demo, launch
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("VITVIZ_SCREENSHOTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 pytestmark = pytest.mark.usefixtures("small_data")
-FIRST_SCREEN = ("sees", "top5", "rollout", "grad-rollout", "head-large", "fusion", "discard", "target", "layer",
+FIRST_SCREEN = ("sees", "top5", "rollout", "class-map", "head-large", "fusion", "discard", "target", "layer",
                 "head")
 
 
@@ -93,7 +93,7 @@ def test_projector_first_screen_holds_the_image_prediction_maps_and_their_contro
                 elem_id, b)
         # the pictures are shown at least at their own size (so their 14-px labels stay 12 px or more), and no
         # toolbar sits over them
-        for elem_id in ("rollout", "grad-rollout", "head-large", "sees"):
+        for elem_id in ("rollout", "class-map", "head-large", "sees"):
             shown, natural = pg.evaluate(f"() => {{ const i = document.querySelector('#{elem_id} img');"
                                          " return [i.getBoundingClientRect().width, i.naturalWidth]; }")
             assert shown >= 0.85 * natural, (elem_id, shown, natural)
@@ -115,7 +115,7 @@ def test_phone_shows_prediction_and_maps_before_controls_and_a_tap_changes_them(
     try:
         y = {k: box(pg, k)["y"] for k in FIRST_SCREEN}
         assert y["sees"] < y["top5"] < 844  # the prediction on the first screen, under the image
-        assert y["top5"] < y["rollout"] < y["fusion"] < y["grad-rollout"] < y["target"] < y["head-large"] < y["layer"]
+        assert y["top5"] < y["rollout"] < y["fusion"] < y["class-map"] < y["target"] < y["head-large"] < y["layer"]
         before = image_src(pg, "rollout")
         sees = pg.locator("#sees img").first.bounding_box()
         pg.mouse.click(sees["x"] + sees["height"] * 2.5 / 8, sees["y"] + sees["height"] * 4.5 / 8)

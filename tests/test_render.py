@@ -54,7 +54,7 @@ def test_explore_pictures_follow_the_model(name):
     assert S % cfg.image_size == 0 and abs(S - 256) <= cfg.image_size / 2 and S >= 32 * cfg.grid_size
     M = pictures.main_size(cfg)
     assert v.sees.shape[0] == M and v.sees.shape[1] == pictures.cls_box(M, cfg.grid_size)[2] + 4
-    for pic in ("rollout", "grad_rollout", "head_large"):  # the map, a title above it, a colour bar under it
+    for pic in ("rollout", "class_map", "head_large"):  # the map, a title above it, a colour bar under it
         h, w = getattr(v, pic).shape[:2]
         assert w == M and h > M + 40, pic
     # layer x head grids: one tile per layer and head
@@ -63,7 +63,7 @@ def test_explore_pictures_follow_the_model(name):
     assert sum(v.top5.values()) <= 1 + 1e-6 and len(v.top5) == 5
     compact, _ = pictures.render_explore(model, ex, compact=True)
     assert compact.sees is None and compact.heads is None and compact.rollout is not None
-    assert set(compact.pictures()) == {"rollout", "grad_rollout", "rollout_strip"}
+    assert set(compact.pictures()) == {"rollout", "class_map", "rollout_strip"}
 
 
 def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
@@ -94,7 +94,7 @@ def test_an_untrained_head_gets_a_sentence_not_a_blank_map(tiny_model):
     assert float(ex.grad_rollout.abs().max()) == 0  # nothing to draw ...
     v, _ = pictures.render_explore(tiny_model, ex)
     assert "starting zeros" in pictures.flat_relevance_reason(tiny_model)
-    grey = (v.grad_rollout == 238).all(-1).mean()
+    grey = (v.class_map == 238).all(-1).mean()
     assert grey > 0.3  # ... so the panel is the grey message box, not a flat colour map
 
 

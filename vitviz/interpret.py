@@ -120,15 +120,15 @@ def gradient_rollout(model, x: torch.Tensor, target=None) -> torch.Tensor:
     return _relevance(attns, _grad(score, attns))
 
 
-def _grad(score: torch.Tensor, attns: list[torch.Tensor]) -> list[torch.Tensor]:
-    """d score / d attention for each layer.
+def _grad(score: torch.Tensor, attns: list[torch.Tensor], retain: bool = False) -> list[torch.Tensor]:
+    """d score / d attention for each layer (`retain`: keep the graph for another gradient).
 
     torchvision's MultiheadAttention returns its weights as a view made after they
     were used, so the gradient is taken at the view's base (the tensor the output
     was computed from) and reshaped.
     """
     targets = [a._base if a._base is not None and a._base.numel() == a.numel() else a for a in attns]
-    return [g.view_as(a) for g, a in zip(torch.autograd.grad(score, targets), attns)]
+    return [g.view_as(a) for g, a in zip(torch.autograd.grad(score, targets, retain_graph=retain), attns)]
 
 
 def _relevance(attns: list[torch.Tensor], grads) -> torch.Tensor:
@@ -237,6 +237,7 @@ def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
         "attn": torch.stack([a.detach() for a in attns], 1).float(),
         "grad_rollout": _relevance(attns, grads),
         "lens": lens(model, torch.stack([o[:, :1].detach() for o in outs.seen], 1)),  # the same pass's logit lens
+        "norms": torch.stack([o.detach().float().norm(dim=-1) for o in outs.seen], 1),
     }
 
 
@@ -244,29 +245,56 @@ def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
 
 
 @torch.no_grad()
-def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256) -> torch.Tensor:
+def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256, bf16: bool | None = None) -> torch.Tensor:
     """How much the target class's probability falls when one patch is hidden: (B, C, H, W) -> (B, P).
 
     A hidden patch is set to the data set's mean colour, which is 0 in the normalised input `x`. `target`
-    None means the predicted class. All B x P occluded images run as batches of `batch_size`."""
+    None means the predicted class. All B x P occluded images run as batches of `batch_size`, in bf16 where
+    the device has bf16 units (`bf16` None) or when asked (True), in fp32 otherwise; the unoccluded
+    probability is always fp32."""
+    from .device import bf16_available
+
     patch = _patch_size(model)
     B, _, H, W = x.shape
     gh, gw = H // patch, W // patch
+    P = gh * gw
+    low = bf16_available(x.device) if bf16 is None else bf16
     with _eval_mode(model):
         probs = model(x).float().softmax(-1)
         t = _targets(probs, target)
         base = probs.gather(1, t[:, None])[:, 0]  # (B,)
-        drops = torch.empty(B, gh * gw)
-        for b in range(B):
-            for start in range(0, gh * gw, batch_size):
-                ps = torch.arange(start, min(start + batch_size, gh * gw))
-                xs = x[b:b + 1].repeat(len(ps), 1, 1, 1)
-                mask = torch.ones(len(ps), gh, gw, device=x.device)
-                mask.view(len(ps), -1)[torch.arange(len(ps)), ps] = 0
-                mask = mask.repeat_interleave(patch, 1).repeat_interleave(patch, 2)[:, None]  # (n, 1, H, W)
-                p = model(xs * mask).float().softmax(-1)[:, t[b]]
-                drops[b, start:start + len(ps)] = (base[b] - p).cpu()
-    return drops
+        hidden = torch.empty(B * P)
+        for start in range(0, B * P, batch_size):
+            k = torch.arange(start, min(start + batch_size, B * P), device=x.device)  # image k // P, patch k % P
+            keep = torch.ones(len(k), P, device=x.device, dtype=x.dtype)
+            keep[torch.arange(len(k)), k % P] = 0
+            keep = keep.view(-1, 1, gh, gw).repeat_interleave(patch, 2).repeat_interleave(patch, 3)
+            with torch.autocast(x.device.type, torch.bfloat16, enabled=low):
+                out = model(x[k // P] * keep)
+            hidden[start:start + len(k)] = out.float().softmax(-1).gather(1, t[k // P, None])[:, 0].cpu()
+    return base.cpu()[:, None] - hidden.view(B, P)
+
+
+def legrad(model, x: torch.Tensor, target=None) -> torch.Tensor:
+    """LeGrad (Bousselham et al., 2024): (B, C, H, W) -> (B, P), each image's map scaled to 0..1.
+
+    For every layer l the CLS token after block l goes through the final norm and head, as if the model
+    stopped there; s_l is the target class's logit. The gradient of s_l with respect to layer l's attention
+    (B, H, N, N), its positive part averaged over heads and over query tokens, gives each key token's
+    sensitivity; the patches' values are summed over the layers and min-max scaled per image (all zeros
+    when nothing depends on the patches). `target` None: the predicted class."""
+    m = _adapter(model)
+    with _block_outputs(model) as outs:
+        logits, attns = forward_with_attention(model, x, grad=True)
+    t = _targets(logits, target)
+    total = torch.zeros(x.shape[0], attns[0].shape[-1] - 1, device=x.device)
+    with _eval_mode(model), torch.enable_grad():
+        for layer, (tokens, a) in enumerate(zip(outs.seen, attns)):
+            s = m.head(m.norm(tokens[:, 0])).gather(1, t[:, None]).sum()
+            g = _grad(s, [a], retain=layer < len(attns) - 1)[0]
+            total += g.float().clamp(min=0).mean(dim=(1, 2))[:, 1:]
+    lo, hi = total.amin(1, keepdim=True), total.amax(1, keepdim=True)
+    return ((total - lo) / (hi - lo).clamp_min(1e-30) * (hi > lo)).detach()
 
 
 @torch.no_grad()
@@ -276,6 +304,20 @@ def token_norms(model, x: torch.Tensor) -> torch.Tensor:
     with _block_outputs(model) as outs, _eval_mode(model):
         model(x)
     return torch.stack([t.float().norm(dim=-1) for t in outs.seen], 1)
+
+
+OUTLIER_RATIO = 2.5
+
+
+def norm_outliers(norms: torch.Tensor, ratio: float = OUTLIER_RATIO) -> list[tuple[int, int, float]]:
+    """High-norm patch tokens in one image's (L, N) token norms: (layer, patch, norm / the layer's median
+    patch norm) for every patch at least `ratio` times that median, 0-based, largest first. CLS is left out
+    (its norm differs by design)."""
+    patches = norms[:, 1:].float()
+    times = patches / patches.median(-1, keepdim=True).values.clamp_min(1e-12)
+    layer, patch = torch.nonzero(times >= ratio, as_tuple=True)
+    found = [(int(a), int(b), float(times[a, b])) for a, b in zip(layer, patch)]
+    return sorted(found, key=lambda f: -f[2])
 
 
 def walk(model, x: torch.Tensor) -> dict:

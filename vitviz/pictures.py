@@ -19,7 +19,8 @@ from . import interpret as I
 from . import render as R
 from .card import card_of
 from .panels import Scale, is_flat, message_panel, panel
-from .views import Explanation, display_size, top_k
+from .methods import METHODS
+from .views import Explanation, class_map, display_size, top_k
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Options:
     alpha: float = 0.6
     smooth: bool = True
     shared: bool = False
+    method: str = "gradient rollout"  # the class map's method (vitviz.methods.CLASS_MAPS)
 
 
 @dataclass
@@ -44,11 +46,12 @@ class ExploreView:
     top5: dict[str, float]
     sees: np.ndarray | None = None  # the input, enlarged, with its numbered patch grid and the CLS tile
     rollout: np.ndarray | None = None  # from the selected token
-    grad_rollout: np.ndarray | None = None
+    class_map: np.ndarray | None = None  # the chosen method's map for the explained class
     head_large: np.ndarray | None = None  # the selected layer and head, from the selected token
     rollout_strip: np.ndarray | None = None  # rollout from the selected token up to each layer
     heads: np.ndarray | None = None  # attention from the selected token, every layer x head
     lens: np.ndarray | None = None  # the logit lens: the prediction after each block
+    norms: np.ndarray | None = None  # every patch token's norm after each block, outliers outlined
     summary: str = ""
 
     def outputs(self) -> tuple:
@@ -65,11 +68,12 @@ PICTURE_NAMES = tuple(n for n in OUTPUT_NAMES if n not in ("top5", "summary"))
 DEPENDS = {  # the options each picture is drawn from, past the image and the model
     "sees": ("patch",),
     "rollout": ("patch", "fusion", "discard", "alpha", "smooth"),
-    "grad_rollout": ("alpha", "smooth"),
+    "class_map": ("method", "alpha", "smooth"),
     "head_large": ("patch", "layer", "head", "alpha"),
     "rollout_strip": ("patch", "fusion", "discard", "alpha", "smooth", "shared"),
     "heads": ("patch", "alpha", "shared"),
     "lens": (),
+    "norms": ("alpha",),
 }
 
 
@@ -163,13 +167,19 @@ class _Drawer:
         return self._own(self._token_row(self.rolled()[-1]), "rolled-out attention" + self.own,
                          f"Attention rollout from {self.who}")
 
-    def grad_rollout(self) -> np.ndarray:
+    def class_map(self) -> np.ndarray:
+        method = METHODS[self.o.method]
         cls = self.card.classes[self.ex.target]
         why = "the predicted class" if self.ex.target == int(self.ex.probs.argmax()) else "the chosen class"
-        title = f"Gradient rollout for '{cls}'"
-        if is_flat(self.ex.grad_rollout):
+        title = f"{method.name[0].upper() + method.name[1:]}" + (f" for '{cls}'" if method.class_specific else "")
+        m = class_map(self.model, self.ex, method.name)
+        if is_flat(m):
             return message_panel(self.S, title, flat_relevance_reason(self.model))
-        return self._own(self.ex.grad_rollout, f"relevance to '{cls}', {why}", title, outline=False)
+        what = method.what.format(cls=cls) + (f", {why}" if method.class_specific else "")
+        return self._own(m, what, title, outline=False)
+
+    def norms(self) -> np.ndarray:
+        return norms_panel(self.ex.pixels, self.ex.norms, self.g, self.L, self.o.alpha)
 
     def head_large(self) -> np.ndarray:
         layer = min(max(1, self.o.layer or self.L), self.L)
@@ -220,6 +230,41 @@ def lens_panel(classes, lens: torch.Tensor) -> np.ndarray:
                  Scale("probability", 0.0, 1.0, "one scale for all cells", cmap="viridis"))
 
 
+def norm_sentence(norms: torch.Tensor) -> str:
+    """Which patch tokens have outlying norms in one image's (L, N) norms, in words."""
+    found = I.norm_outliers(norms)
+    if not found:
+        return f"no outliers (none reaches {I.OUTLIER_RATIO:g}x its layer's median)"
+    by_patch: dict[int, list] = {}
+    for layer, patch, times in found:
+        by_patch.setdefault(patch, []).append((layer, times))
+    parts = [f"patch {p} (block{'s' if len(v) > 1 else ''} {', '.join(str(l + 1) for l, _ in sorted(v))}; "
+             f"{max(t for _, t in v):.1f}x the median)" for p, v in list(by_patch.items())[:4]]
+    more = f" and {len(by_patch) - 4} more" if len(by_patch) > 4 else ""
+    return "outliers outlined: " + "; ".join(parts) + more
+
+
+def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: float) -> np.ndarray:
+    """Each block's patch-token norms as a g x g tile on one scale, the outliers (vitviz.interpret.norm_outliers)
+    outlined in white, titled with which tokens they are."""
+    patches = norms[:, 1:].float()
+    lo, hi = float(patches.min()), float(patches.max())
+    scaled = ((patches - lo) / max(hi - lo, 1e-12)).view(L, g, g)
+    size = max(64, min(112, 720 // L))
+    tiles = R.overlays(pixels, scaled.numpy(), size, "inferno", max(alpha, 0.7), "nearest")
+    for layer, patch, _ in I.norm_outliers(norms):
+        im = Image.fromarray(tiles[layer])
+        r, c = divmod(patch, g)
+        step = size / g
+        ImageDraw.Draw(im).rectangle([c * step, r * step, (c + 1) * step - 1, (r + 1) * step - 1],
+                                     outline=(255, 255, 255), width=2)
+        tiles[layer] = np.asarray(im)
+    strip = R.tile([list(tiles)], col_labels=[f"after block {i + 1}" for i in range(L)])
+    cls = norms[:, 0]
+    return panel(strip, f"Token norms after each block: {norm_sentence(norms)}. CLS: {float(cls.min()):.3g} to "
+                 f"{float(cls.max()):.3g}", Scale("L2 norm of each patch token", lo, hi, "one scale for all tiles"))
+
+
 def flat_relevance_reason(model) -> str:
     head = getattr(I._adapter(model), "head", None)  # ours: a Linear; torchvision's: its `heads`
     weights = [p for name, p in head.named_parameters() if name.endswith("weight")] if head is not None else []
@@ -236,11 +281,12 @@ def render_explore(model, ex: Explanation, options: Options = Options(), cache: 
     cfg = card_of(model).config
     o = Options(options.fusion, options.discard, options.layer, options.head,
                 options.patch if options.patch is not None and 0 <= options.patch < cfg.num_patches else None,
-                options.alpha, options.smooth, options.shared)
+                options.alpha, options.smooth, options.shared,
+                options.method if options.method in METHODS else "gradient rollout")
     cache = cache or PictureCache()
     d = _Drawer(model, ex, o)
     view, fresh = ExploreView(top5=top_k(model, ex.probs)), set()
-    names = ("rollout", "grad_rollout", "rollout_strip") if compact else PICTURE_NAMES
+    names = ("rollout", "class_map", "rollout_strip") if compact else PICTURE_NAMES
     for name in names:
         key = tuple(getattr(o, k) for k in DEPENDS[name])
         pic, new = cache.get(name, ex, key, getattr(d, name))

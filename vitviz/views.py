@@ -4,7 +4,7 @@ The app's handlers call these; so do the tests and benchmarks. No Gradio here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,8 @@ class Explanation:
     attn: torch.Tensor  # (L, H, N, N)
     grad_rollout: torch.Tensor  # (P,)
     lens: torch.Tensor  # (L, C) the logit lens: class probabilities after each block
+    norms: torch.Tensor  # (L, N) every token's L2 norm after each block
+    maps: dict = field(default_factory=dict)  # method name -> (P,) map for `target`, made on first use
 
 
 def image_to_pixels(model, image) -> np.ndarray:
@@ -56,7 +58,20 @@ def analyse(model, pixels: np.ndarray, target=None) -> Explanation:
     x = pixels_to_tensor(pixels, card.mean, card.std).to(next(model.parameters()).device)
     ex = I.attention_and_relevance(model, x, target=parse_target(model, target))
     return Explanation(pixels, ex["logits"][0].softmax(-1).cpu(), int(ex["target"][0]), ex["attn"][0].cpu(),
-                       ex["grad_rollout"][0].cpu(), ex["lens"][0].cpu())
+                       ex["grad_rollout"][0].cpu(), ex["lens"][0].cpu(), ex["norms"][0].cpu())
+
+
+def class_map(model, ex: Explanation, method: str) -> torch.Tensor:
+    """(P,) map of `method` for the explanation's image and class, made once per explanation."""
+    from .methods import relevance
+
+    if method == "gradient rollout":
+        return ex.grad_rollout
+    if method not in ex.maps:
+        card = card_of(model)
+        x = pixels_to_tensor(ex.pixels, card.mean, card.std).to(next(model.parameters()).device)
+        ex.maps[method] = relevance(model, x, method, ex.target)[0].cpu()
+    return ex.maps[method]
 
 
 def top_k(model, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
@@ -176,9 +191,10 @@ def _training_line(card) -> str:
 
 # ---------------------------------------------------------------- export
 
-EXPORT_NAMES = {"sees": "input_with_patch_grid", "rollout": "attention_rollout", "grad_rollout": "gradient_rollout",
+EXPORT_NAMES = {"sees": "input_with_patch_grid", "rollout": "attention_rollout", "class_map": "class_map",
                 "rollout_strip": "rollout_by_layer", "heads": "attention_every_layer_x_head",
-                "head_large": "selected_layer_head", "lens": "logit_lens"}
+                "head_large": "selected_layer_head", "lens": "logit_lens",
+                "norms": "token_norms"}
 
 
 def export_view(view, attn: torch.Tensor, folder: str | Path) -> tuple[Path, Path]:

@@ -5,6 +5,7 @@
     inputs.py     what visitors send, made safe (images, numbers, choices)
     explore.py    the Explore tab       model_tab.py  the Model tab
     train_tab.py  the Train tab         compare.py    the Compare tab
+    steps_tab.py  the Step by step tab  removal_tab.py the Take patches away tab
     cache.py, widgets.py                small shared pieces
 """
 from .shell import build_demo, launch

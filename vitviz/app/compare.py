@@ -10,13 +10,14 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import gallery, pictures
+from ..methods import CLASS_MAPS
 from .activity import ACTIVITY
 from .inputs import FUSIONS, choice, number, pixels_for
 from .models import model_choices, resolve_model
 from .widgets import pic
 from .. import views
 
-SIDE = ("top5", "rollout", "grad_rollout", "rollout_strip")  # the pictures.ExploreView fields each side shows
+SIDE = ("top5", "rollout", "class_map", "rollout_strip")  # the pictures.ExploreView fields each side shows
 
 
 def one_side(image, key: str, o: pictures.Options, state) -> tuple[list, str]:
@@ -31,11 +32,12 @@ def one_side(image, key: str, o: pictures.Options, state) -> tuple[list, str]:
 
 
 def compare(image, model_a: str = "cifar10", model_b: str = "mnist", fusion: str = "mean", discard: float = 0.0,
-            state=None):
-    """(left top 5, rollout, gradient rollout, rollout by layer, then the same for the right, then the left and
-    right notes: empty, or why that side could not be drawn)."""
+            method: str = CLASS_MAPS[0], state=None):
+    """(left top 5, rollout, class map (`method`: gradient rollout, LeGrad or occlusion), rollout by layer, then
+    the same for the right, then the left and right notes: empty, or why that side could not be drawn)."""
     o = pictures.Options(fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
-                         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0))
+                         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0),
+                         method=choice(method, "The class map's method", list(CLASS_MAPS), default=CLASS_MAPS[0]))
     with ACTIVITY:
         (a, note_a), (b, note_b) = one_side(image, model_a, o, state), one_side(image, model_b, o, state)
     return (*a, *b, note_a, note_b)
@@ -67,6 +69,8 @@ def build() -> dict:
         with gr.Column(scale=1, min_width=300):
             c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Rollout: heads combined by")
             c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard the weakest fraction")
+            c["method"] = gr.Radio(list(CLASS_MAPS), value=CLASS_MAPS[0], label="Class map: method",
+                                   elem_id="compare-method")
             c["go"] = gr.Button(visible=False)  # /compare for API callers; the page redraws on every change
     with gr.Row(equal_height=False):
         for side, name, key in (("a", "Left", "cifar10"), ("b", "Right", "mnist")):
@@ -74,7 +78,7 @@ def build() -> dict:
                 c[side] = gr.Dropdown(model_choices(), value=key, label=f"{name} model", allow_custom_value=True,
                                       elem_id=f"compare-{side}")
                 c[f"note_{side}"] = gr.Markdown(elem_classes=["vv-note"], elem_id=f"compare-note-{side}")
-    for kind, label in (("top5", "top 5"), ("rollout", None), ("grad_rollout", None), ("rollout_strip", None)):
+    for kind, label in (("top5", "top 5"), ("rollout", None), ("class_map", None), ("rollout_strip", None)):
         with gr.Row(equal_height=False):  # a row each, left and right: on a phone they alternate
             for side, name in (("a", "Left"), ("b", "Right")):
                 if kind == "top5":
@@ -87,13 +91,13 @@ def build() -> dict:
 
 
 def wire(c: dict, shell):
-    inputs = [c["image"], c["a"], c["b"], c["fusion"], c["discard"], shell.state]
+    inputs = [c["image"], c["a"], c["b"], c["fusion"], c["discard"], c["method"], shell.state]
     outputs = [c[f"{name}_{side}"] for side in ("a", "b") for name in SIDE] + [c["note_a"], c["note_b"]]
     c["go"].click(compare, inputs, outputs, preprocess=False, api_name="compare",
                   api_description="Two models on the same image and options.")
     page = dict(fn=compare_page, inputs=inputs, outputs=outputs + [c["note"]], preprocess=False,
                 api_visibility="private", trigger_mode="always_last")
-    for k in ("image", "a", "b", "fusion"):
+    for k in ("image", "a", "b", "fusion", "method"):
         c[k].change(**page)
     c["discard"].release(**page)
     return page

@@ -14,25 +14,31 @@ import torch
 from PIL import Image
 
 from .. import gallery, pictures, scratch, views
+from .. import interpret as I
 from ..card import card_of
 from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
+from ..methods import CLASS_MAPS, METHODS, forward_gflop
 from .activity import ACTIVITY
+from .limits import map_cost_note
 from .inputs import FUSIONS, PREDICTED, FieldError, choice, number, patch_index, pixels_for, read_image, whole
 from . import models
 from .models import DEFAULT_EXAMPLE, resolve_model, visitor
 from .widgets import help_line, pic
 
-OPTIONS = ("fusion", "discard", "target", "layer", "head", "patch", "alpha", "smooth", "shared")
-NOTES = ("image_note", "target_note", "patch_note")  # where the page says what went wrong, by the control
+OPTIONS = ("fusion", "discard", "target", "layer", "head", "patch", "alpha", "smooth", "shared", "method")
+NOTES = ("image_note", "target_note", "patch_note")
+METHOD = CLASS_MAPS[0]  # where the page says what went wrong, by the control
 
 
 def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=PREDICTED, layer=6, head=1,
-                 patch=-1, alpha=0.6, smooth=True, shared=False, state=None):
+                 patch=-1, alpha=0.6, smooth=True, shared=False, method=METHOD, state=None):
     """(ExploreView, the names of the pictures drawn now, Explanation, visitor) for one image and options."""
     with ACTIVITY:
         v = visitor(state)
         model = resolve_model(model_key, v)
-        o = _options(card_of(model).config, fusion, discard, layer, head, patch, alpha, smooth, shared)
+        o = _options(card_of(model).config, fusion, discard, layer, head, patch, alpha, smooth, shared, method)
+        if o.method == "occlusion":
+            _check_occlusion(card_of(model).config)
         pixels = pixels_for(model, image)
         try:
             t = views.parse_target(model, target)
@@ -46,7 +52,7 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
         return view, fresh, ex, v
 
 
-def _options(cfg, fusion, discard, layer, head, patch, alpha, smooth, shared) -> pictures.Options:
+def _options(cfg, fusion, discard, layer, head, patch, alpha, smooth, shared, method) -> pictures.Options:
     return pictures.Options(
         fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0),
@@ -54,15 +60,29 @@ def _options(cfg, fusion, discard, layer, head, patch, alpha, smooth, shared) ->
         head=min(max(1, whole(head, "The head", -10**9, 10**9, default=1)), cfg.num_heads),
         patch=patch_index(patch, cfg.num_patches),
         alpha=number(alpha, "The map opacity", 0.0, 1.0, default=0.6),
-        smooth=bool(smooth), shared=bool(shared))
+        smooth=bool(smooth), shared=bool(shared), method=_method(method))
+
+
+def _check_occlusion(cfg):
+    passes = 1 + cfg.num_patches
+    note = map_cost_note("Occlusion", passes, passes * forward_gflop(cfg))
+    if note:
+        raise FieldError(note + " Choose gradient rollout or LeGrad for this model.", "target")
+
+
+def _method(method) -> str:
+    try:
+        return choice(method, "The class map's method", list(CLASS_MAPS), default=METHOD)
+    except gr.Error as e:
+        raise FieldError(e.message, "target") from None
 
 
 def explain(image, model_key: str = "cifar10", fusion: str = "mean", discard: float = 0.0,
             target: str = PREDICTED, layer: float = 6, head: float = 1, patch: float = -1,
-            alpha: float = 0.6, smooth: bool = True, shared: bool = False, state=None):
+            alpha: float = 0.6, smooth: bool = True, shared: bool = False, method: str = METHOD, state=None):
     """/explain: every Explore picture for one image and one set of options (pictures.ExploreView's fields)."""
     view, _, _, v = explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth,
-                                 shared, state)
+                                 shared, method, state)
     files = v.files.paths(view.pictures())
     return tuple(files.get(name, value) for name, value in zip(pictures.OUTPUT_NAMES, view.outputs()))
 
@@ -99,10 +119,10 @@ def predict(image, model_key: str = "cifar10", state=None) -> dict[str, float]:
 
 def export(image, model_key: str = "cifar10", fusion: str = "mean", discard: float = 0.0, target: str = PREDICTED,
            layer: float = 6, head: float = 1, patch: float = -1, alpha: float = 0.6, smooth: bool = True,
-           shared: bool = False, state=None):
+           shared: bool = False, method: str = METHOD, state=None):
     """Every picture of the current Explore view as PNGs in a zip, and the raw attention as .npy."""
     view, _, ex, v = explore_view(image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth,
-                                  shared, state)
+                                  shared, method, state)
     zpath, npath = views.export_view(view, ex.attn, scratch.new_folder("export"))
     return [str(zpath), str(npath)], v
 
@@ -235,13 +255,16 @@ HELP = {
             "click **CLS** (the class token, whose output is classified) to go back.",
     "rollout": "Where the selected token's information comes from, attention multiplied through every layer "
                "(Abnar & Zuidema, 2020). Brighter: more.",
-    "grad_rollout": "Which patches raise the named class's score: attention weighted by its gradient, positive "
-                    "part, rolled through the layers (Chefer et al., 2021).",
+    "class_map": "Which patches matter for the named class, by the chosen method. " + " ".join(
+        f"**{m}**: {METHODS[m].about}" for m in CLASS_MAPS) + " The *Take patches away* tab tests them.",
     "head_large": "One head of one layer: the selected token's softmax row, how much it takes from each patch "
                   "(the row sums to 1 with CLS).",
     "rollout_strip": "Rollout stopped after layer 1, 2, ...: how the picture forms with depth.",
     "lens": "What the model would predict if it stopped after each block: the CLS token read by the final norm "
             "and head (the logit lens). The Step by step tab walks through every stage.",
+    "norms": "How long each patch token is after each block (its L2 norm). Large ViTs grow a few tokens with "
+             f"far larger norms that soak up attention (Darcet et al., 2024); any at {I.OUTLIER_RATIO:g}x its "
+             "block's median or more is outlined and named in the title.",
     "heads": "Each tile is one head's attention from the selected token. Early layers often look near the token, "
              "later ones across the image.",
 }
@@ -266,11 +289,14 @@ def build() -> dict:
                                      elem_id="discard")
             help_line(HELP["rollout"])
         with gr.Column(scale=1, min_width=262):
-            c["grad_rollout"] = pic("Gradient rollout", "grad-rollout")
-            c["target"] = gr.Dropdown([PREDICTED] + DATASETS["cifar10"]["classes"], value=PREDICTED,
-                                      label="Explain class", elem_id="target")
+            c["class_map"] = pic("Class map", "class-map")
+            with gr.Row():
+                c["method"] = gr.Dropdown(list(CLASS_MAPS), value=METHOD, label="Method", elem_id="method",
+                                          min_width=120)
+                c["target"] = gr.Dropdown([PREDICTED] + DATASETS["cifar10"]["classes"], value=PREDICTED,
+                                          label="Explain class", elem_id="target", min_width=120)
             c["target_note"] = gr.Markdown(elem_classes=["vv-note"])
-            help_line(HELP["grad_rollout"])
+            help_line(HELP["class_map"])
         with gr.Column(scale=1, min_width=262):
             c["head_large"] = pic("Selected layer and head", "head-large")
             c["layer"] = gr.Slider(1, 6, value=6, step=1, label="Layer", elem_id="layer")
@@ -314,6 +340,8 @@ def _build_below(c: dict):
         with gr.Column(scale=1, min_width=300):
             c["heads"] = pic("Attention in every layer and head", "heads", elem_classes_extra=["vv-wide"])
             help_line(HELP["heads"])
+            c["norms"] = pic("Token norms", "norms", elem_classes_extra=["vv-wide"])
+            help_line(HELP["norms"])
     c["api_explain"], c["api_export"] = gr.Button(visible=False), gr.Button(visible=False)
 
 
@@ -324,9 +352,10 @@ def wire(c: dict, shell):
                 outputs=[c[name] for name in pictures.OUTPUT_NAMES] + [shell.state] + [c[k] for k in NOTES])
     c["api_explain"].click(explain, inputs, [c[name] for name in pictures.OUTPUT_NAMES], preprocess=False,
                            concurrency_limit=4, api_name="explain",
-                           api_description="Attention pictures for an image: rollout, gradient rollout, one layer "
-                                           "and head, and every layer x head, from the CLS token or a chosen patch.")
-    for k in ("fusion", "target", "layer", "head", "patch", "smooth", "shared"):
+                           api_description="Attention pictures for an image: rollout, a class map (gradient "
+                                           "rollout, LeGrad or occlusion), one layer and head, every layer x head, "
+                                           "the logit lens and token norms, from the CLS token or a chosen patch.")
+    for k in ("fusion", "target", "layer", "head", "patch", "smooth", "shared", "method"):
         c[k].change(**page, trigger_mode="always_last")
     for k in ("discard", "alpha"):
         c[k].release(**page)

@@ -14,6 +14,7 @@ change it without a restart); the README lists them all.
     VITVIZ_QUEUE_SIZE         64    requests waiting in Gradio's queue, all events together
     VITVIZ_RETRY_LOAD_S       60    a failed model load is remembered this long before it is tried again
     VITVIZ_MODEL_CACHE        8     models whose Model-tab summary is kept
+    VITVIZ_MAX_MAP_GFLOP      100   the most compute one occlusion map or one image's deletion curves may take
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from ..train_config import TrainConfig
 DEFAULTS = {"VITVIZ_MAX_TRAIN_SECONDS": 300, "VITVIZ_TRAIN_SLOTS": 1, "VITVIZ_TRAIN_QUEUE": 4,
             "VITVIZ_TRAIN_MEMORY_GB": 4.0, "VITVIZ_MAX_UPLOAD_MB": 20, "VITVIZ_CACHE_MAX_AGE_S": 3600,
             "VITVIZ_STATE_TTL_S": 1800, "VITVIZ_QUEUE_SIZE": 64, "VITVIZ_RETRY_LOAD_S": 60,
-            "VITVIZ_MODEL_CACHE": 8}
+            "VITVIZ_MODEL_CACHE": 8, "VITVIZ_MAX_MAP_GFLOP": 100}
 
 
 def get(name: str) -> float:
@@ -81,3 +82,13 @@ def upload_limit() -> str:
 def delete_cache() -> tuple[int, int]:
     age = int(get("VITVIZ_CACHE_MAX_AGE_S"))
     return min(600, age), age
+
+
+def map_cost_note(what: str, passes: int, gflop: float) -> str:
+    """'' when `what` (passes forward passes, gflop in all) fits VITVIZ_MAX_MAP_GFLOP; else the sentence saying
+    why it is not computed here."""
+    limit = get("VITVIZ_MAX_MAP_GFLOP")
+    if gflop <= limit:
+        return ""
+    return (f"{what} would take {passes} forward passes of this model (about {gflop:,.0f} GFLOP), more than the "
+            f"{limit:g} GFLOP one visitor's map may use on this machine (VITVIZ_MAX_MAP_GFLOP).")

@@ -1,6 +1,7 @@
 """Which models a visitor can choose, and where each one comes from.
 
-The shipped models and ViT-B/16 are shared by every visitor: each is loaded once,
+The shipped models, two randomised copies of the CIFAR-10 one (the sanity check: its
+head, or every weight, re-initialised) and ViT-B/16 are shared by every visitor: each is loaded once,
 under a lock of its own, so a slow load (ViT-B/16's download) holds up only the
 visitors who asked for that model; a failed load is remembered for
 `VITVIZ_RETRY_LOAD_S` seconds (default 60) instead of being retried on every
@@ -21,11 +22,14 @@ import torch
 from .. import checkpoint, memory
 from ..hub import load_model
 from ..pictures import PictureCache
+from ..sanity import randomised
 from .picfiles import PictureFiles
 from . import limits
 
-SHARED = {"cifar10": "CIFAR-10 ViT (shipped)", "mnist": "MNIST ViT (shipped)",
-          "vit_b_16": "ViT-B/16, ImageNet-1k (torchvision)"}
+SHARED = {"cifar10": "CIFAR-10 ViT (shipped)",
+          "cifar10/random-head": "CIFAR-10 ViT, head randomised (sanity check)",
+          "cifar10/random-all": "CIFAR-10 ViT, every weight randomised (sanity check)",
+          "mnist": "MNIST ViT (shipped)", "vit_b_16": "ViT-B/16, ImageNet-1k (torchvision)"}
 MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
     ("Trained in this session (Train tab)", "session"),
     ("Uploaded checkpoint", "upload"),
@@ -55,6 +59,9 @@ class Visitor:
     walk: tuple | None = None  # (key, steps.Walk) of the Step-by-step tab's image
     step_pictures: PictureCache = field(default_factory=PictureCache)  # that tab's pictures
     on_steps: bool = False  # whether that tab is the one looked at (it follows the image only then)
+    removal: tuple | None = None  # (key, removal.Study) of the Take-patches-away tab's image
+    hidden: set = field(default_factory=set)  # the patches hidden there
+    on_removal: bool = False  # whether that tab is the one looked at
 
     def forget_session_models(self):
         for k in [k for k in self.models if k.startswith("session")]:
@@ -64,6 +71,7 @@ class Visitor:
         self.files.clear()
         self.walk = None
         self.step_pictures.clear()
+        self.removal = None
 
     def release(self):
         """Let go of everything this visitor holds (they left, or their state expired), and give the memory
@@ -75,6 +83,7 @@ class Visitor:
         self.files.clear()
         self.walk = None
         self.step_pictures.clear()
+        self.removal = None
         if held:
             memory.give_back()
 
@@ -135,13 +144,19 @@ class SharedModels:
                 raise RuntimeError(failed[1])
             try:
                 with torch.inference_mode(False):  # weights must be usable by autograd later
-                    model = self._loader(key)
+                    model = self._load(key)
             except (checkpoint.CheckpointError, RuntimeError, OSError) as e:
                 self._failed[key] = (time.monotonic(), str(e))
                 raise RuntimeError(str(e)) from None
             self._failed.pop(key, None)
             self._models[key] = model
             return model
+
+    def _load(self, key: str):
+        """A shipped model from the loader; "<key>/random-head" or "/random-all": a copy of <key> with its head or
+        every weight randomised (vitviz.sanity), for the sanity check."""
+        base, _, kind = key.partition("/random-")
+        return randomised(self.get(base), kind) if kind else self._loader(key)
 
     def loaded(self, key: str) -> bool:
         return key in self._models

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from . import compare, explore, model_tab, steps_tab, train_tab
+from . import compare, explore, model_tab, removal_tab, steps_tab, train_tab
 from .. import scratch
 from . import limits
 from .models import Visitor, model_choices, release_session, release_state, upload_checkpoint
@@ -89,6 +89,8 @@ def build_demo() -> gr.Blocks:
                 ex = explore.build()
             with gr.Tab("Step by step", id="steps") as steps_page:
                 st = steps_tab.build()
+            with gr.Tab("Take patches away", id="take-away") as take_page:
+                tk = removal_tab.build()
             with gr.Tab("Model", id="model") as model_page:
                 mt = model_tab.build()
             with gr.Tab("Train", id="train") as train_page:
@@ -99,7 +101,10 @@ def build_demo() -> gr.Blocks:
 
         explain_event = explore.wire(ex, shell)
         model_tab.wire(mt, shell)
-        steps_tab.wire(st, shell, ex["image"], steps_page, [explore_page, model_page, train_page, compare_tab])
+        steps_tab.wire(st, shell, ex["image"], steps_page,
+                       [explore_page, take_page, model_page, train_page, compare_tab])
+        removal_tab.wire(tk, shell, ex["image"], take_page,
+                         [explore_page, steps_page, model_page, train_page, compare_tab])
         train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
         compare_tab.select(**compare.wire(cp, shell))  # drawn when first looked at, then on every change
 

@@ -1,0 +1,180 @@
+"""The Take patches away tab: hide patches of the Explore image and watch the prediction change.
+
+Click a patch to hide or show it, or hide the top k patches of any map with the slider;
+beside it, every map's deletion curve for this image (vitviz.removal), the visitor's own
+patches a point on them. The maps and curves are made once per image and model; a
+model too large for the machine's budget (VITVIZ_MAX_MAP_GFLOP) gets the cheap maps and
+a sentence instead of the curves.
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from .. import removal
+from ..card import card_of
+from ..methods import METHODS, RANDOM
+from .activity import ACTIVITY
+from .inputs import choice, pixels_for, whole
+from .limits import map_cost_note
+from .models import resolve_model, visitor
+from .widgets import help_line, pic
+
+OUTPUTS = ("picture", "top5", "curves", "maps", "summary")
+RANKINGS = list(METHODS) + [RANDOM]
+
+
+def _study(image, model_key, v):
+    """(model, Study, the sentence saying why there are no curves, or "")."""
+    model = resolve_model(model_key, v)
+    cfg = card_of(model).config
+    pixels = pixels_for(model, image)
+    why = map_cost_note("Every map's deletion curve and occlusion for this image", 1 + cfg.num_patches + (
+        len(METHODS) + 1) * (removal.STEPS + 1), removal.study_gflop(cfg))
+    key = (model_key, id(model), hash(pixels.tobytes()))
+    if v.removal is None or v.removal[0] != key:
+        v.removal = (key, removal.study(model, pixels, costly=not why))
+        v.hidden = set()
+    return model, v.removal[1], why
+
+
+def view(image, model_key="cifar10", method="LeGrad", k=0, state=None, toggle: int | None = None, rank=True):
+    """(RemovalView, visitor). `rank`: hide the top k of `method` (else keep the visitor's own patches);
+    `toggle`: a patch to hide or show again."""
+    with ACTIVITY:
+        v = visitor(state)
+        model, s, why = _study(image, model_key, v)
+        P = card_of(model).config.num_patches
+        method = choice(method, "The ranking", RANKINGS, default="LeGrad")
+        if method not in s.maps:
+            raise gr.Error(f"{method} is not computed for this model here: {why}")
+        if rank:
+            v.hidden = removal.top_patches(s, method, whole(k, "The number of patches", 0, P, default=0))
+        if toggle is not None and 0 <= toggle < P:
+            v.hidden ^= {toggle}
+        return removal.render_removal(model, s, v.hidden, why), v
+
+
+def _page(v_or_error, state):
+    if isinstance(v_or_error, gr.Error):
+        return (*[gr.skip()] * len(OUTPUTS), visitor(state), f"⚠️ {v_or_error.message}")
+    rv, v = v_or_error
+    return (*[getattr(rv, name) for name in OUTPUTS], v, "")
+
+
+def _try(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except gr.Error as e:
+        return e
+
+
+def ranked(image, model_key, method, k, state):
+    """The slider or the ranking changed: the top k of that map hidden."""
+    return _page(_try(view, image, model_key, method, k, state), state)
+
+
+def clicked(image, model_key, method, k, state, evt: gr.SelectData):
+    """A click on the picture: that patch hidden, or shown again."""
+    try:
+        cfg = card_of(resolve_model(model_key, state)).config
+    except gr.Error as e:
+        return _page(e, state)
+    p = removal.click_to_patch(evt.index[0], evt.index[1], cfg)
+    return _page(_try(view, image, model_key, method, k, state, toggle=p, rank=False), state)
+
+
+def show_all(image, model_key, method, state):
+    out = _page(_try(view, image, model_key, method, 0, state), state)
+    return (*out, 0)
+
+
+def removal_api(image, model_key: str = "cifar10", method: str = "LeGrad", k: float = 0, state=None):
+    """/take_away: the image with the top k patches of `method` hidden: (picture, top 5 without them, deletion
+    curves, every map with its AUC, summary)."""
+    rv, _ = view(image, model_key, method, k, state)
+    return tuple(getattr(rv, name) for name in OUTPUTS)
+
+
+def open_tab(image, model_key, method, k, state):
+    v = visitor(state)
+    v.on_removal = True
+    return ranked(image, model_key, method, k, v)
+
+
+def follow(image, model_key, method, k, state):
+    v = visitor(state)
+    if not v.on_removal:
+        return (*[gr.skip()] * len(OUTPUTS), v, gr.skip())
+    return ranked(image, model_key, method, k, v)
+
+
+def leave(state):
+    v = visitor(state)
+    v.on_removal = False
+    return v
+
+
+# ---------------------------------------------------------------- layout and wiring
+
+HELP = {
+    "picture": "The Explore image as the model gets it. **Click a patch** to hide it (it becomes the data set's "
+               "mean colour, which is what the model receives) and again to bring it back.",
+    "curves": "Each map's patches hidden most relevant first: the faster the class's probability falls, the "
+              "better the map found what the model uses (a lower area under the curve). The dashed line hides "
+              "them in a random order; the circle is your own choice of patches.",
+    "maps": "Every map vitviz draws, for the class predicted on the whole image, with its deletion AUC.",
+}
+
+
+def build() -> dict:
+    gr.Markdown("Does the model need what a map points at? Take those patches away and see. The image is the "
+                "Explore tab's; the class is the one the model predicts on the whole image.")
+    c = {}
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=0, min_width=330):
+            c["picture"] = pic("The image with patches hidden (click to hide or show)", "take-picture")
+            help_line(HELP["picture"])
+            c["method"] = gr.Dropdown(RANKINGS, value="LeGrad", label="Rank patches by", elem_id="take-method")
+            c["k"] = gr.Slider(0, 64, value=0, step=1, label="Hide the top k patches of that map", elem_id="take-k")
+            c["reset"] = gr.Button("Show every patch again", size="sm", elem_id="take-reset")
+            c["note"] = gr.Markdown(elem_classes=["vv-note"])
+        with gr.Column(scale=0, min_width=260):
+            c["top5"] = gr.Label(num_top_classes=5, label="Prediction without those patches", show_heading=False,
+                                 elem_id="take-top5")
+            c["summary"] = gr.Markdown(elem_id="take-summary")
+        with gr.Column(scale=1, min_width=320):
+            c["curves"] = pic("Deletion curves", "take-curves")
+            help_line(HELP["curves"])
+    c["maps"] = pic("Every map", "take-maps", elem_classes_extra=["vv-wide"])
+    help_line(HELP["maps"])
+    c["api"] = gr.Button(visible=False)
+    return c
+
+
+def k_range(model_key: str, state):
+    try:
+        P = card_of(resolve_model(model_key, state)).config.num_patches
+    except gr.Error:
+        return gr.skip()
+    return gr.update(maximum=P, value=0)
+
+
+def wire(c: dict, shell, image, tab, other_tabs):
+    inputs = [image, shell.model_dd, c["method"], c["k"], shell.state]
+    outputs = [c[name] for name in OUTPUTS] + [shell.state, c["note"]]
+    page = dict(fn=ranked, inputs=inputs, outputs=outputs, preprocess=False, api_visibility="private",
+                trigger_mode="always_last", concurrency_limit=4)
+    tab.select(**{**page, "fn": open_tab})
+    for t in other_tabs:
+        t.select(leave, shell.state, shell.state, queue=False, api_visibility="private")
+    image.change(**{**page, "fn": follow})
+    c["method"].change(**page)
+    c["k"].release(**page)
+    c["picture"].select(clicked, inputs, outputs, preprocess=False, api_visibility="private", concurrency_limit=4)
+    c["reset"].click(show_all, [image, shell.model_dd, c["method"], shell.state], outputs + [c["k"]],
+                     preprocess=False, api_visibility="private")
+    c["api"].click(removal_api, inputs, [c[name] for name in OUTPUTS], preprocess=False, api_name="take_away",
+                   concurrency_limit=4, api_description="The image with the top k patches of a map hidden, the "
+                                                        "prediction without them, and every map's deletion curve.")
+    shell.model_dd.change(k_range, [shell.model_dd, shell.state], c["k"], api_visibility="private").then(
+        **{**page, "fn": follow})
