@@ -1,6 +1,11 @@
-"""Speed of one explanation on the CPU: attention maps, rollout, gradient rollout and distances.
+"""Speed of one explanation on the CPU: attention maps, rollout, gradient rollout and distances, then each
+map of vitviz.methods on its own (LeGrad, occlusion, ...).
 
     python benchmarks/interpret_speed.py [--repeats 30] [--vit-b-16]
+
+Every map's target: a median under 50 ms per image with the shipped model, under 1.5 s
+with ViT-B/16. Occlusion runs in bf16 where the CPU has bf16 units (AVX512-BF16 or AMX;
+the line says which), in fp32 elsewhere.
 
 For the shipped CIFAR-10 model, the four together for one image (target: median
 under 50 ms on 2 CPU cores). With --vit-b-16, one 224x224 explanation with
@@ -23,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import vitviz  # noqa: E402
 from vitviz import gallery  # noqa: E402
 from vitviz import interpret as I  # noqa: E402
+from vitviz import methods as M  # noqa: E402
+from vitviz.device import cpu_has_bf16  # noqa: E402
 
 
 def time_it(fn, repeats: int) -> float:
@@ -66,11 +73,18 @@ def main():
         print(f"shipped CIFAR-10 model  {name:42s} median {1000 * time_it(fn, a.repeats):7.1f} ms")
     t = time_it(lambda: everything(model, x), a.repeats)
     print(f"target 50 ms: {1000 * t:.1f} ms median = {t / 0.050:.2f}x of the budget")
+    print(f"each map on its own ({'bf16' if cpu_has_bf16() else 'no bf16 units on this CPU: fp32'}):")
+    for name in M.METHODS:
+        tm = time_it(lambda: M.relevance(model, x, name), max(3, a.repeats // 3))
+        print(f"shipped CIFAR-10 model  {name:42s} median {1000 * tm:7.1f} ms = {tm / 0.050:.2f}x of 50 ms")
     if a.vit_b_16:
         vit = vitviz.load_model("vit_b_16", pretrained=False)
         xv = vitviz.preprocess(img, vit)
         tv = time_it(lambda: everything(vit, xv), max(3, a.repeats // 6))
         print(f"ViT-B/16 224x224 explanation (attention_and_relevance + rollout + distance) median {tv:.2f} s; target 1.5 s = {tv / 1.5:.2f}x of the budget")
+        for name in M.METHODS:
+            tm = time_it(lambda: M.relevance(vit, xv, name), 1 if name == "occlusion" else 3)
+            print(f"ViT-B/16  {name:30s} median {tm:6.2f} s = {tm / 1.5:.2f}x of 1.5 s")
 
 
 if __name__ == "__main__":

@@ -185,6 +185,26 @@ def test_step_by_step_follows_the_block_and_the_token(page):
     page.screenshot(path=str(SHOTS / "steps.png"), full_page=True)
 
 
+def test_take_patches_away_by_slider_and_by_click(page):
+    page.get_by_role("tab", name="Take patches away").click()
+    for name in ("take-picture", "take-curves", "take-maps"):
+        wait_change(page, name, None)
+    page.wait_for_function("() => /0 of 64 patches hidden/.test(document.body.innerText)", timeout=30_000)
+    picture = image_src(page, "take-picture")
+    box = page.locator("#take-k input[type=number]").first
+    box.fill("10")
+    box.press("Enter")
+    box.blur()
+    wait_change(page, "take-picture", picture)
+    page.wait_for_function("() => /10 of 64 patches hidden/.test(document.body.innerText)", timeout=30_000)
+    picture = image_src(page, "take-picture")
+    pic = page.locator("#take-picture img").first.bounding_box()
+    page.mouse.click(pic["x"] + pic["width"] * 7.5 / 8, pic["y"] + pic["height"] * 7.5 / 8)  # patch 63
+    wait_change(page, "take-picture", picture)
+    page.wait_for_function("() => /(9|11) of 64 patches hidden/.test(document.body.innerText)", timeout=30_000)
+    page.screenshot(path=str(SHOTS / "take-away.png"), full_page=True)
+
+
 def test_model_tab(page):
     page.get_by_role("tab", name="Model").click()
     page.wait_for_function("() => { const i = document.querySelector('#pos-tiles img'); return i && i.naturalWidth > 0; }",

@@ -81,3 +81,36 @@ def test_token_norms_of_vit_b_16(vit, x):
         for layer, blk in enumerate(vit.encoder.layers):
             h = blk(h)
             torch.testing.assert_close(got[:, layer], h.norm(dim=-1))
+
+
+def test_legrad_occlusion_and_the_cascade_on_a_torchvision_vit():
+    """A small torchvision VisionTransformer (ViT-B/16's code, few layers) with its card, through the methods
+    and the sanity cascade; LeGrad against a hand-written per-layer gradient."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    from vitviz import methods as M
+    from vitviz import sanity
+    from vitviz.card import ModelCard, describe
+    from vitviz.tv_vit import config_of
+
+    torch.manual_seed(0)
+    m = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
+                          num_classes=5).eval()
+    torch.nn.init.normal_(m.heads.head.weight, std=0.5)  # torchvision starts its head at zeros
+    describe(m, ModelCard(config=config_of(m), classes=tuple("abcde"), mean=(0.5,) * 3, std=(0.5,) * 3))
+    x = torch.randn(2, 3, 32, 32)
+    for name in M.METHODS:
+        assert M.relevance(m, x, name).shape == (2, 16), name
+    occ = I.occlusion(m, x, bf16=False)
+    with torch.no_grad():
+        p = m(x).softmax(-1)
+        t = p.argmax(-1)
+        xo = x[:1].clone()
+        xo[..., 8:16, 16:24] = 0  # patch 6
+        assert occ[0, 6].item() == pytest.approx((p[0, t[0]] - m(xo).softmax(-1)[0, t[0]]).item(), abs=1e-5)
+    got = I.legrad(m, x, target=t)
+    assert got.shape == (2, 16) and float(got.max()) == pytest.approx(1.0)
+    stages = [label for label, _ in sanity.cascade(m)]
+    assert stages == ["trained", "head", "head + block 2", "+ block 1", "+ embeddings (everything)"]
+    rnd = sanity.randomised(m, "all")
+    assert not torch.equal(rnd.encoder.pos_embedding, m.encoder.pos_embedding)

@@ -112,7 +112,7 @@ def hidden_picture(pixels: np.ndarray, card, hidden: set[int]) -> np.ndarray:
 
 
 def curves_picture(s: Study, cls: str, fraction: float, now: float) -> np.ndarray:
-    fig = Figure(figsize=(5.6, 3.6), dpi=100)
+    fig = Figure(figsize=(5.6, 4.6), dpi=100)
     ax = fig.subplots()
     xs = np.linspace(0, 1, STEPS + 1)
     for i, (name, c) in enumerate(sorted(s.curves.items(), key=lambda kv: s.auc[kv[0]])):
@@ -124,7 +124,8 @@ def curves_picture(s: Study, cls: str, fraction: float, now: float) -> np.ndarra
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title="lower area: the map found what matters", title_fontsize=8)
+    ax.legend(fontsize=8, title="lower area: the map found what matters", title_fontsize=8, loc="upper center",
+              bbox_to_anchor=(0.5, -0.17), ncol=2)
     ax.set_title(f"Deletion curves for '{cls}' on this image", fontsize=10)
     fig.tight_layout()
     return R.figure_to_array(fig)

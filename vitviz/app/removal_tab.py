@@ -169,7 +169,7 @@ def wire(c: dict, shell, image, tab, other_tabs):
         t.select(leave, shell.state, shell.state, queue=False, api_visibility="private")
     image.change(**{**page, "fn": follow})
     c["method"].change(**page)
-    c["k"].release(**page)
+    c["k"].change(**page)  # always_last: a drag redraws once it rests
     c["picture"].select(clicked, inputs, outputs, preprocess=False, api_visibility="private", concurrency_limit=4)
     c["reset"].click(show_all, [image, shell.model_dd, c["method"], shell.state], outputs + [c["k"]],
                      preprocess=False, api_visibility="private")

@@ -1,0 +1,156 @@
+"""LeGrad, occlusion, deletion curves and the sanity checks, against independent computations."""
+import pytest
+import torch
+
+from vitviz import interpret as I
+from vitviz import methods as M
+from vitviz import sanity
+
+
+def _legrad_by_hand(model, x, t):
+    """LeGrad written out: block by block by hand, one gradient per layer, no hooks and no vitviz helpers."""
+    total = 0
+    for layer in range(len(model.blocks)):
+        h = model.patch_embed(x)
+        h = torch.cat([model.cls_token.expand(len(x), -1, -1), h], 1) + model.pos_embed
+        for k, blk in enumerate(model.blocks[:layer + 1]):
+            y, a = blk.attn(blk.norm1(h), return_attention=True)
+            if k == layer:
+                kept = a
+            h = h + y
+            h = h + blk.mlp(blk.norm2(h))
+        s = model.head(model.norm(h[:, 0]))[torch.arange(len(x)), t].sum()
+        g, = torch.autograd.grad(s, kept)
+        total = total + g.clamp(min=0).mean(dim=(1, 2))[:, 1:]
+    lo, hi = total.amin(1, keepdim=True), total.amax(1, keepdim=True)
+    return (total - lo) / (hi - lo)
+
+
+def test_legrad_matches_the_paper_written_out(tiny_model):
+    x = torch.randn(3, 3, 32, 32)
+    t = tiny_model(x).argmax(-1)
+    got = I.legrad(tiny_model, x)
+    assert got.shape == (3, 64) and got.min() >= 0 and got.max() <= 1
+    torch.testing.assert_close(got, _legrad_by_hand(tiny_model, x, t), atol=1e-5, rtol=1e-4)
+
+
+def test_legrad_is_class_specific(tiny_model):
+    x = torch.randn(1, 3, 32, 32)
+    a, b = I.legrad(tiny_model, x, target=0), I.legrad(tiny_model, x, target=1)
+    assert (a - b).abs().max() > 0.05
+
+
+def test_legrad_of_an_untrained_head_is_flat():
+    from vitviz.model import ViT, make_config
+
+    m = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).eval()  # the head starts at zeros
+    assert float(I.legrad(m, torch.randn(1, 3, 32, 32)).abs().max()) == 0
+
+
+def test_occlusion_in_bf16_stays_near_fp32(tiny_model):
+    x = torch.randn(1, 3, 32, 32)
+    exact, low = I.occlusion(tiny_model, x, bf16=False), I.occlusion(tiny_model, x, bf16=True)
+    assert (exact - low).abs().max() < 0.05
+
+
+def test_deletion_curve_against_hiding_by_hand(tiny_model):
+    x = torch.randn(2, 3, 32, 32)
+    rel = torch.randn(2, 64)
+    t = tiny_model(x).argmax(-1)
+    got = M.curves(tiny_model, x, rel, t, steps=4)
+    assert got.shape == (2, 5)
+    with torch.no_grad():
+        for b in range(2):
+            order = rel[b].argsort(descending=True)
+            for k, n in enumerate((0, 16, 32, 48, 64)):
+                xo = x[b:b + 1].clone()
+                for p in order[:n].tolist():
+                    r, c = divmod(p, 8)
+                    xo[..., 4 * r:4 * r + 4, 4 * c:4 * c + 4] = 0
+                want = tiny_model(xo).softmax(-1)[0, t[b]]
+                assert got[b, k].item() == pytest.approx(want.item(), abs=1e-5)
+    ins = M.curves(tiny_model, x, rel, t, steps=4, insertion=True)
+    torch.testing.assert_close(ins[:, -1], got[:, 0])  # everything revealed is the whole image
+    assert M.auc(torch.ones(1, 5)).item() == pytest.approx(1.0)
+
+
+def test_every_method_gives_one_value_per_patch(tiny_model):
+    x = torch.randn(2, 3, 32, 32)
+    for name in M.METHODS:
+        assert M.relevance(tiny_model, x, name).shape == (2, 64), name
+    with pytest.raises(ValueError):
+        M.relevance(tiny_model, x, "saliency")
+
+
+def test_spearman_against_its_definition():
+    a = torch.tensor([[1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 2.0, 3.0]])
+    b = torch.tensor([[4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 2.0, 5.0]])
+    got = sanity.spearman(a, b)
+    assert got[0].item() == pytest.approx(-1.0)
+    ra, rb = torch.tensor([1.5, 1.5, 3.0, 4.0]), torch.tensor([1.0, 2.5, 2.5, 4.0])  # average ranks
+    want = torch.corrcoef(torch.stack([ra, rb]))[0, 1]
+    assert got[1].item() == pytest.approx(want.item(), abs=1e-6)
+    assert sanity.spearman(torch.ones(1, 4), a[:1]).item() == 0  # a flat map keeps no order
+
+
+def test_cascade_randomises_from_the_top_and_leaves_the_model(tiny_model):
+    before = {k: v.clone() for k, v in tiny_model.state_dict().items()}
+    stages = []
+    for label, m in sanity.cascade(tiny_model):
+        changed = {k.split(".")[0] + ("." + k.split(".")[1] if k.startswith("blocks") else "")
+                   for k, v in m.state_dict().items() if not torch.equal(v, before[k])}
+        stages.append((label, changed))
+    assert [s[0] for s in stages] == ["trained", "head", "head + block 2", "+ block 1", "+ embeddings (everything)"]
+    assert stages[0][1] == set() and stages[1][1] == {"head"}
+    assert stages[2][1] == {"head", "blocks.1"} and stages[3][1] == {"head", "blocks.1", "blocks.0"}
+    assert {"patch_embed", "pos_embed", "cls_token"} <= stages[4][1]
+    for k, v in tiny_model.state_dict().items():
+        assert torch.equal(v, before[k])  # the model itself is never changed
+
+
+def test_randomised_head_changes_class_maps_but_not_rollout(tiny_model):
+    """What the sanity check predicts: rollout never reads the head; gradient rollout, occlusion and LeGrad do."""
+    x = torch.randn(4, 3, 32, 32)
+    t = tiny_model(x).argmax(-1)
+    rnd = sanity.randomised(tiny_model, "head")
+    assert rnd.card.name.endswith("head randomised") and not rnd.card.metrics
+    for name in ("gradient rollout", "occlusion", "LeGrad"):
+        rho = sanity.spearman(M.relevance(tiny_model, x, name, t), M.relevance(rnd, x, name, t))
+        assert rho.mean() < 0.9, name
+    for name in ("attention rollout", "last-layer attention"):
+        torch.testing.assert_close(M.relevance(tiny_model, x, name), M.relevance(rnd, x, name))
+    checks = sanity.checks(tiny_model, x, ["attention rollout", "LeGrad"])
+    assert checks["head"]["attention rollout"].mean().item() == pytest.approx(1.0)
+    assert checks["+ embeddings (everything)"]["attention rollout"].mean() < 0.9
+
+
+def test_norm_outliers_name_the_high_norm_tokens():
+    norms = torch.full((3, 65), 10.0)
+    norms[:, 0] = 99.0  # CLS is never flagged
+    norms[2, 1 + 12] = 40.0
+    norms[1, 1 + 5] = 24.0
+    got = I.norm_outliers(norms)
+    assert got == [(2, 12, 4.0)]
+    found = I.norm_outliers(norms, ratio=2.0)
+    assert [f[:2] for f in found] == [(2, 12), (1, 5)] and found[1][2] == pytest.approx(2.4)
+
+
+def test_legrad_is_ahead_of_random_on_deletion_with_the_shipped_model():
+    """On the shipped model and its 100 example images, hiding LeGrad's patches first makes the predicted
+    class's probability fall faster than hiding them in random orders."""
+    import vitviz
+    from vitviz import gallery
+    from vitviz.data import pixels_to_tensor
+    from vitviz.views import image_to_pixels
+    from PIL import Image
+
+    model = vitviz.load_model()
+    card = model.card
+    x = torch.cat([pixels_to_tensor(image_to_pixels(model, Image.open(p)), card.mean, card.std)
+                   for p, _ in gallery.items("cifar10")[:60]])
+    with torch.no_grad():
+        t = model(x).argmax(-1)
+    legrad = M.auc(M.curves(model, x, I.legrad(model, x, t), t, steps=8)).mean()
+    rnd = torch.stack([M.auc(M.curves(model, x, M.random_relevance(len(x), 64, s), t, steps=8)).mean()
+                       for s in range(3)])
+    assert legrad < rnd.min() - 0.05, (legrad, rnd)

@@ -1,0 +1,111 @@
+"""The Take patches away tab, the class-map methods in Explore and Compare, and the randomised models."""
+import gradio as gr
+import numpy as np
+import pytest
+import torch
+
+from vitviz import gallery, methods, removal
+from vitviz.app import compare, explore, limits, models, removal_tab
+from vitviz.data import pixels_to_tensor
+
+EXAMPLE = {"path": gallery.items("cifar10")[3][0]}
+
+
+def test_hiding_the_top_k_of_a_map_and_clicking_a_patch():
+    v = models.Visitor()
+    rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v)
+    s = v.removal[1]
+    want = set(s.maps["LeGrad"].argsort(descending=True)[:5].tolist())
+    assert v.hidden == want and rv.summary.startswith("**5 of 64 patches hidden.**")
+    model = models.resolve_model("cifar10")
+    mask = torch.zeros(1, 64, dtype=torch.bool)
+    mask[0, sorted(want)] = True
+    with torch.no_grad():  # the prediction shown is the model's on the image with those patches at 0
+        p = model(methods.hide(model, s.x, mask)).softmax(-1)[0]
+    assert max(rv.top5.values()) == pytest.approx(float(p.max()), abs=1e-6)
+    free = min(set(range(64)) - want)
+    rv2, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free, rank=False)
+    assert v.hidden == want | {free} and rv2.summary.startswith("**6 of 64")
+    _, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free, rank=False)
+    assert v.hidden == want  # a second click shows it again
+    assert not np.array_equal(rv.picture, rv2.picture)
+
+
+def test_the_curves_are_the_maps_own_deletion_curves():
+    v = models.Visitor()
+    removal_tab.view(EXAMPLE, "cifar10", "occlusion", 0, v)
+    s = v.removal[1]
+    model = models.resolve_model("cifar10")
+    t = torch.tensor([s.target])
+    for name in ("occlusion", "gradient rollout", methods.RANDOM):
+        c = methods.curves(model, s.x, s.maps[name][None], t, removal.STEPS)[0]
+        torch.testing.assert_close(s.curves[name], c)
+        assert s.auc[name] == pytest.approx(float(methods.auc(c[None])[0]), abs=1e-6)
+    assert set(s.auc) == set(methods.METHODS) | {methods.RANDOM}
+
+
+def test_bad_input_to_the_tab_gets_a_sentence():
+    with pytest.raises(gr.Error, match="The ranking must be one of"):
+        removal_tab.removal_api(EXAMPLE, "cifar10", "saliency", 3)
+    out = removal_tab.ranked(EXAMPLE, "cifar10", "LeGrad", "lots", models.Visitor())
+    assert out[-1].startswith("⚠️ The number of patches")
+    out = removal_tab.ranked(None, "cifar10", "LeGrad", 3, models.Visitor())
+    assert out[-1].startswith("⚠️") and "Traceback" not in out[-1]
+
+
+def test_a_model_over_the_budget_gets_cheap_maps_and_a_sentence(monkeypatch):
+    monkeypatch.setenv("VITVIZ_MAX_MAP_GFLOP", "1")  # the shipped model's study takes about 42
+    v = models.Visitor()
+    rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 3, v)
+    s = v.removal[1]
+    assert "occlusion" not in s.maps and not s.curves and len(v.hidden) == 3
+    with pytest.raises(gr.Error, match="VITVIZ_MAX_MAP_GFLOP"):
+        removal_tab.view(EXAMPLE, "cifar10", "occlusion", 3, models.Visitor())
+    out = explore.explain_page(EXAMPLE, "cifar10", "mean", 0.0, "predicted class", 6, 1, -1, 0.6, True, False,
+                               "occlusion", models.Visitor())
+    assert "VITVIZ_MAX_MAP_GFLOP" in out[-2]  # said beside the method and class menus
+
+
+def test_vit_b_16_occlusion_is_over_the_default_budget():
+    from vitviz.tv_vit import config_of
+    from torchvision.models import vit_b_16
+
+    cfg = config_of(vit_b_16(weights=None))
+    gflop = methods.forward_gflop(cfg)
+    assert 30 < gflop < 40  # ViT-B/16 is about 17.6 GMAC a 224x224 image
+    assert limits.map_cost_note("Occlusion", 197, 197 * gflop)
+    assert not limits.map_cost_note("Occlusion", 65, 65 * methods.forward_gflop(
+        models.resolve_model("cifar10").card.config))
+
+
+def test_each_class_map_method_draws_its_own_map():
+    from PIL import Image
+
+    i = explore.pictures.OUTPUT_NAMES.index("class_map")
+    arrays = {}
+    for m in methods.CLASS_MAPS:
+        v = models.Visitor()  # its picture files live as long as it does
+        arrays[m] = np.asarray(Image.open(explore.explain(EXAMPLE, "cifar10", method=m, state=v)[i]))
+    assert len({a.tobytes() for a in arrays.values()}) == 3
+    with pytest.raises(gr.Error, match="method"):
+        explore.explain(EXAMPLE, "cifar10", method="saliency")
+    out = compare.compare(EXAMPLE, "cifar10", "cifar10/random-head", method="LeGrad")
+    assert out[-2:] == ("", "") and out[2] is not None
+
+
+def test_the_randomised_models_are_the_shipped_one_with_random_weights():
+    real = models.resolve_model("cifar10")
+    head = models.resolve_model("cifar10/random-head")
+    every = models.resolve_model("cifar10/random-all")
+    assert "head randomised" in head.card.name and not head.card.metrics
+    assert not torch.equal(head.head.weight, real.head.weight)
+    for (k, a), b in zip(real.state_dict().items(), head.state_dict().values()):
+        if not k.startswith("head."):
+            assert torch.equal(a, b), k
+    assert all(not torch.equal(a, b) for k, a, b in zip(real.state_dict(), real.state_dict().values(),
+                                                        every.state_dict().values()) if k.endswith("weight")
+               and "norm" not in k)
+    x = pixels_to_tensor(np.zeros((32, 32, 3), np.uint8) + 100, real.card.mean, real.card.std)
+    r1 = methods.relevance(real, x, "attention rollout")
+    torch.testing.assert_close(r1, methods.relevance(head, x, "attention rollout"))
+    assert models.resolve_model("cifar10/random-head") is head  # made once, shared
