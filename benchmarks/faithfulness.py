@@ -63,7 +63,7 @@ def main():
     n = len(idx)
     print(f"{n} CIFAR-10 test images (model accuracy on them {100 * torch.cat(acc).mean():.1f}%), {a.steps} steps, "
           f"{time.perf_counter() - t0:.0f} s, {torch.get_num_threads()} threads")
-    print(f"| map | deletion AUC (lower is better) | insertion AUC (higher is better) | map time per image |")
+    print("| map | deletion AUC (lower is better) | insertion AUC (higher is better) | map time per image |")
     print("|---|---|---|---|")
     for name, r in sorted(totals.items(), key=lambda kv: torch.cat(kv[1]["del"]).mean()):
         d, ins = torch.cat(r["del"]), torch.cat(r["ins"])

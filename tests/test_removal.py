@@ -109,3 +109,13 @@ def test_the_randomised_models_are_the_shipped_one_with_random_weights():
     r1 = methods.relevance(real, x, "attention rollout")
     torch.testing.assert_close(r1, methods.relevance(head, x, "attention rollout"))
     assert models.resolve_model("cifar10/random-head") is head  # made once, shared
+
+
+def test_the_tab_follows_the_image_only_while_it_is_looked_at():
+    v = models.Visitor()
+    closed = removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, v)
+    assert closed[0].get("__type__") == "update" and v.removal is None  # nothing computed while closed
+    opened = removal_tab.open_tab(EXAMPLE, "cifar10", "LeGrad", 3, v)
+    assert isinstance(opened[0], np.ndarray) and v.looking == "take-away" and len(v.hidden) == 3
+    models.look_at("compare")(v)
+    assert removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, v)[0].get("__type__") == "update"

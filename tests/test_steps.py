@@ -106,12 +106,14 @@ def test_the_tab_follows_the_image_only_while_it_is_open():
     closed = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, v)
     assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in closed[:len(steps.STEP_NAMES)])
     opened = steps_tab.open_tab({"path": EXAMPLE}, "cifar10", 1, -1, v)
-    assert isinstance(opened[0], str) and v.on_steps  # drawn: a picture file
+    assert isinstance(opened[0], str) and v.looking == "steps"  # drawn: a picture file
     other = gallery.items("cifar10")[5][0]
     moved = steps_tab.follow({"path": other}, "cifar10", 1, -1, v)
     assert isinstance(moved[steps.STEP_NAMES.index("input")], str)  # a new image, redrawn while open
-    steps_tab.leave(v)
-    assert not v.on_steps
+    models.look_at("explore")(v)
+    assert v.looking == "explore"
+    left = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, v)  # another tab is looked at: nothing sent
+    assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in left[:len(steps.STEP_NAMES)])
 
 
 def test_the_explore_view_draws_the_same_logit_lens_from_its_own_forward_pass():

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from PIL import Image, ImageDraw
+from PIL import ImageDraw
 
 from . import methods as M
 from . import render as R

@@ -58,10 +58,9 @@ class Visitor:
     example: int | None = DEFAULT_EXAMPLE  # which of those examples it is; None: an upload or a test image
     walk: tuple | None = None  # (key, steps.Walk) of the Step-by-step tab's image
     step_pictures: PictureCache = field(default_factory=PictureCache)  # that tab's pictures
-    on_steps: bool = False  # whether that tab is the one looked at (it follows the image only then)
+    looking: str = "explore"  # the tab looked at (a tab drawn from the Explore image follows it only then)
     removal: tuple | None = None  # (key, removal.Study) of the Take-patches-away tab's image
     hidden: set = field(default_factory=set)  # the patches hidden there
-    on_removal: bool = False  # whether that tab is the one looked at
 
     def forget_session_models(self):
         for k in [k for k in self.models if k.startswith("session")]:
@@ -91,6 +90,35 @@ class Visitor:
 def visitor(state) -> Visitor:
     """The visitor's state; a fresh one for API callers and direct calls that pass none."""
     return state if isinstance(state, Visitor) else Visitor()
+
+
+def follower(tab: str, redraw, pictures: int):
+    """(open_tab, follow) for a tab drawn from the Explore image by `redraw(image, model, a, b, state)`, which
+    answers `pictures` outputs, the state and a note. Opening the tab draws it (only what changed since it was
+    last drawn is sent) and keeps it up to date; `follow`, on a new image or model, redraws it only while it is
+    the tab looked at (otherwise nothing now: opening it draws it)."""
+    def open_tab(image, model_key, a, b, state):
+        v = visitor(state)
+        v.looking = tab
+        return redraw(image, model_key, a, b, v)
+
+    def follow(image, model_key, a, b, state):
+        v = visitor(state)
+        if v.looking != tab:
+            return (*[gr.skip()] * pictures, v, gr.skip())
+        return redraw(image, model_key, a, b, v)
+
+    return open_tab, follow
+
+
+def look_at(tab: str):
+    """The handler of a tab's select event for the tabs that draw nothing on opening."""
+    def look(state):
+        v = visitor(state)
+        v.looking = tab
+        return v
+
+    return look
 
 
 _by_session: weakref.WeakValueDictionary = weakref.WeakValueDictionary()

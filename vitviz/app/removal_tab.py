@@ -16,7 +16,7 @@ from ..methods import METHODS, RANDOM
 from .activity import ACTIVITY
 from .inputs import choice, pixels_for, whole
 from .limits import map_cost_note
-from .models import resolve_model, visitor
+from .models import follower, resolve_model, visitor
 from .widgets import help_line, pic
 
 OUTPUTS = ("picture", "top5", "curves", "maps", "summary")
@@ -95,23 +95,7 @@ def removal_api(image, model_key: str = "cifar10", method: str = "LeGrad", k: fl
     return tuple(getattr(rv, name) for name in OUTPUTS)
 
 
-def open_tab(image, model_key, method, k, state):
-    v = visitor(state)
-    v.on_removal = True
-    return ranked(image, model_key, method, k, v)
-
-
-def follow(image, model_key, method, k, state):
-    v = visitor(state)
-    if not v.on_removal:
-        return (*[gr.skip()] * len(OUTPUTS), v, gr.skip())
-    return ranked(image, model_key, method, k, v)
-
-
-def leave(state):
-    v = visitor(state)
-    v.on_removal = False
-    return v
+open_tab, follow = follower("take-away", ranked, len(OUTPUTS))
 
 
 # ---------------------------------------------------------------- layout and wiring
@@ -159,14 +143,12 @@ def k_range(model_key: str, state):
     return gr.update(maximum=P, value=0)
 
 
-def wire(c: dict, shell, image, tab, other_tabs):
+def wire(c: dict, shell, image, tab):
     inputs = [image, shell.model_dd, c["method"], c["k"], shell.state]
     outputs = [c[name] for name in OUTPUTS] + [shell.state, c["note"]]
     page = dict(fn=ranked, inputs=inputs, outputs=outputs, preprocess=False, api_visibility="private",
                 trigger_mode="always_last", concurrency_limit=4)
     tab.select(**{**page, "fn": open_tab})
-    for t in other_tabs:
-        t.select(leave, shell.state, shell.state, queue=False, api_visibility="private")
     image.change(**{**page, "fn": follow})
     c["method"].change(**page)
     c["k"].change(**page)  # always_last: a drag redraws once it rests

@@ -14,7 +14,7 @@ import gradio as gr
 from . import compare, explore, model_tab, removal_tab, steps_tab, train_tab
 from .. import scratch
 from . import limits
-from .models import Visitor, model_choices, release_session, release_state, upload_checkpoint
+from .models import Visitor, look_at, model_choices, release_session, release_state, upload_checkpoint
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 INTRO = """# vitviz: how a Vision Transformer sees
@@ -101,10 +101,11 @@ def build_demo() -> gr.Blocks:
 
         explain_event = explore.wire(ex, shell)
         model_tab.wire(mt, shell)
-        steps_tab.wire(st, shell, ex["image"], steps_page,
-                       [explore_page, take_page, model_page, train_page, compare_tab])
-        removal_tab.wire(tk, shell, ex["image"], take_page,
-                         [explore_page, steps_page, model_page, train_page, compare_tab])
+        steps_tab.wire(st, shell, ex["image"], steps_page)
+        removal_tab.wire(tk, shell, ex["image"], take_page)
+        for name, t in (("explore", explore_page), ("model", model_page), ("train", train_page),
+                        ("compare", compare_tab)):
+            t.select(look_at(name), state, state, queue=False, api_visibility="private")
         train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
         compare_tab.select(**compare.wire(cp, shell))  # drawn when first looked at, then on every change
 

@@ -13,7 +13,7 @@ from ..card import card_of
 from ..pictures import PictureCache, click_to_token
 from .activity import ACTIVITY
 from .inputs import patch_index, pixels_for, whole
-from .models import resolve_model, visitor
+from .models import follower, resolve_model, visitor
 from .widgets import pic
 
 STAGES = [  # (picture field, title)
@@ -69,27 +69,7 @@ def steps_api(image, model_key: str = "cifar10", block: float = 1, patch: float 
     return tuple(files.get(name, getattr(view, name)) for name in steps.STEP_NAMES)
 
 
-def open_tab(image, model_key, block, patch, state):
-    """The tab is looked at: drawn for the current image and model (only what changed since it was last
-    drawn is sent), and kept up to date from now on."""
-    v = visitor(state)
-    v.on_steps = True
-    return step_page(image, model_key, block, patch, v)
-
-
-def follow(image, model_key, block, patch, state):
-    """A new image or model: redrawn if the tab is open; otherwise nothing now (opening the tab draws it)."""
-    v = visitor(state)
-    if not v.on_steps:
-        return (*[gr.skip()] * len(steps.STEP_NAMES), v, gr.skip())
-    return step_page(image, model_key, block, patch, v)
-
-
-def leave(state):
-    """Another tab is looked at."""
-    v = visitor(state)
-    v.on_steps = False
-    return v
+open_tab, follow = follower("steps", step_page, len(steps.STEP_NAMES))
 
 
 def click(model_key: str, state, evt: gr.SelectData):
@@ -131,14 +111,12 @@ def build() -> dict:
     return c
 
 
-def wire(c: dict, shell, image, tab, other_tabs):
+def wire(c: dict, shell, image, tab):
     inputs = [image, shell.model_dd, c["which_block"], c["token"], shell.state]
     outputs = [c[name] for name in steps.STEP_NAMES] + [shell.state, c["note"]]
     page = dict(fn=step_page, inputs=inputs, outputs=outputs, preprocess=False, api_visibility="private",
                 trigger_mode="always_last", concurrency_limit=4)
     tab.select(**{**page, "fn": open_tab})
-    for t in other_tabs:
-        t.select(leave, shell.state, shell.state, queue=False, api_visibility="private")
     image.change(**{**page, "fn": follow})
     c["api"].click(steps_api, inputs, [c[name] for name in steps.STEP_NAMES], preprocess=False, api_name="steps",
                    concurrency_limit=4, api_description="One image through the ViT stage by stage: a picture and "
