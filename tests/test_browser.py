@@ -16,7 +16,7 @@ from vitviz.app import build_demo, launch
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("VITVIZ_SCREENSHOTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 pytestmark = pytest.mark.usefixtures("small_data")
-FIRST_SCREEN = ("sees", "top5", "rollout", "class-map", "head-large", "fusion", "discard", "target", "layer",
+FIRST_SCREEN = ("sees", "top5", "rollout", "class-map", "head-large", "fusion", "discard", "method", "target", "layer",
                 "head")
 
 
@@ -115,7 +115,7 @@ def test_phone_shows_prediction_and_maps_before_controls_and_a_tap_changes_them(
     try:
         y = {k: box(pg, k)["y"] for k in FIRST_SCREEN}
         assert y["sees"] < y["top5"] < 844  # the prediction on the first screen, under the image
-        assert y["top5"] < y["rollout"] < y["fusion"] < y["class-map"] < y["target"] < y["head-large"] < y["layer"]
+        assert y["top5"] < y["rollout"] < y["fusion"] < y["class-map"] < y["method"] <= y["target"] < y["head-large"] < y["layer"]
         before = image_src(pg, "rollout")
         sees = pg.locator("#sees img").first.bounding_box()
         pg.mouse.click(sees["x"] + sees["height"] * 2.5 / 8, sees["y"] + sees["height"] * 4.5 / 8)
@@ -248,4 +248,11 @@ def test_compare_follows_its_inputs(page):
     page.get_by_role("option", name="CIFAR-10 ViT (shipped)").click()
     wait_change(page, "compare-rollout-b", right)
     assert image_src(page, "compare-rollout-a") == left  # the other side is left as it was
+    right, cmap = image_src(page, "compare-rollout-b"), image_src(page, "compare-class-map-b")
+    page.locator("#compare-b input").click()  # the sanity check: the same model with a random head, LeGrad
+    page.get_by_role("option", name="CIFAR-10 ViT, head randomised (sanity check)").click()
+    wait_change(page, "compare-class-map-b", cmap)
+    cmap_a = image_src(page, "compare-class-map-a")
+    page.locator("#compare-method label", has_text="LeGrad").click()
+    wait_change(page, "compare-class-map-a", cmap_a)
     page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)

@@ -282,22 +282,22 @@ def build() -> dict:
                 c["random"] = gr.Button("Random test image", size="sm", elem_id="random-btn", min_width=80)
             c["top5"] = gr.Label(num_top_classes=5, label="Prediction (top 5)", show_heading=False, elem_id="top5")
             c["image_note"] = gr.Markdown(elem_classes=["vv-note"], elem_id="image-note")
-        with gr.Column(scale=1, min_width=262):
+        with gr.Column(scale=4, min_width=240):
             c["rollout"] = pic("Attention rollout", "rollout")
             c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Heads combined by", elem_id="fusion")
             c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Discard weakest",
                                      elem_id="discard")
             help_line(HELP["rollout"])
-        with gr.Column(scale=1, min_width=262):
+        with gr.Column(scale=6, min_width=300):  # wider: its two menus side by side, names whole
             c["class_map"] = pic("Class map", "class-map")
             with gr.Row():
                 c["method"] = gr.Dropdown(list(CLASS_MAPS), value=METHOD, label="Method", elem_id="method",
-                                          min_width=120)
+                                          min_width=140)
                 c["target"] = gr.Dropdown([PREDICTED] + DATASETS["cifar10"]["classes"], value=PREDICTED,
-                                          label="Explain class", elem_id="target", min_width=120)
+                                          label="Explain class", elem_id="target", min_width=140)
             c["target_note"] = gr.Markdown(elem_classes=["vv-note"])
             help_line(HELP["class_map"])
-        with gr.Column(scale=1, min_width=262):
+        with gr.Column(scale=4, min_width=240):
             c["head_large"] = pic("Selected layer and head", "head-large")
             c["layer"] = gr.Slider(1, 6, value=6, step=1, label="Layer", elem_id="layer")
             c["head"] = gr.Slider(1, 6, value=1, step=1, label="Head", elem_id="head")

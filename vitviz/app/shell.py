@@ -39,6 +39,8 @@ CSS = """
 .vv-note p {font-size: 14px !important; margin: 0 !important; color: #9a3412;}
 #top5 .confidence-set {margin-bottom: 0 !important; padding: 1px 0 !important;}
 #input-col {gap: 8px;}
+#fusion label {padding-left: 6px !important; padding-right: 6px !important;}  /* three on one line */
+#fusion .wrap {gap: 4px !important;}
 #top5 .container {padding-top: 0 !important;}
 #top5 dt, #top5 dd {font-size: 14px;}
 #top5 meter {height: 5px;}
