@@ -1,13 +1,16 @@
 """Training and inference images/s: vitviz's ViT against the tutorial's code, same dims, same run.
 
-    python benchmarks/throughput.py [--steps 40] [--device cpu|cuda]
+    python benchmarks/throughput.py [--steps 40] [--device cpu|cuda] [--no-amp]
 
 Both sides run end to end including data: the baseline through a DataLoader of
 per-image PIL transforms (the tutorial's recipe), vitviz through its own
 training loop (uint8 data in memory, batch augmentation as tensor ops, bf16
 autocast where the hardware has it). The model is the tutorial's: 32x32,
 patch 4, dim 256, depth 4, heads 4, MLP 128 (vitviz's `seed` preset).
-Prints images/s for both and the ratios.
+Prints images/s for both and the ratios, then the device's measured matmul peak in bf16 and
+fp32 (an 8320x256 by 256x768 product, the shape of a qkv projection) and the fraction of it that
+vitviz's training reaches (one trained image of these dims is about 0.57 GFLOP of matmuls).
+`--no-amp` trains vitviz in fp32 even where bf16 units exist (the path of CPUs without them).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from tutorial_baseline import TutorialViT, loader  # noqa: E402
 
 import vitviz  # noqa: E402
 from vitviz.data import load_dataset  # noqa: E402
+from vitviz.device import Precision  # noqa: E402
 from vitviz.train import TrainConfig, describe_device, evaluate, pick_device, train  # noqa: E402
 
 
@@ -64,9 +68,9 @@ def time_baseline_infer(data, n, device, bs=128):
     return n / (time.perf_counter() - t)
 
 
-def time_ours_train(data, steps, warmup, device, bs=128):
+def time_ours_train(data, steps, warmup, device, bs=128, amp=True):
     cfg = TrainConfig(dataset="cifar10", preset="seed", epochs=(steps + warmup + 1) / (len(data.train) // bs),
-                      batch_size=bs, log_every=1, device=device.type, val_size=0)
+                      batch_size=bs, log_every=1, device=device.type, val_size=0, amp=amp)
     stamps = []
     for ev in train(cfg, data=data):
         if ev["event"] == "step":
@@ -89,6 +93,25 @@ def time_ours_infer(data, n, device):
     return n / (time.perf_counter() - t)
 
 
+TRAIN_GFLOP = 0.57  # matmul work of one trained image at the tutorial's dims (forward + backward)
+
+
+def matmul_peak(device, dtype, repeats: int = 20) -> float:
+    """Measured GFLOP/s of an 8320x256 by 256x768 matmul in `dtype`."""
+    a = torch.randn(8320, 256, device=device, dtype=dtype)
+    b = torch.randn(256, 768, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return 2 * 8320 * 256 * 768 * repeats / (time.perf_counter() - t) / 1e9
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=40)
@@ -96,6 +119,7 @@ def main():
     p.add_argument("--infer-images", type=int, default=5000)
     p.add_argument("--device", default="auto")
     p.add_argument("--data", default=os.environ.get("VITVIZ_DATA"))
+    p.add_argument("--no-amp", action="store_true", help="vitviz in fp32 even where bf16 units exist")
     a = p.parse_args()
     device = pick_device(a.device)
     data = load_dataset("cifar10", a.data, val_size=0)
@@ -104,13 +128,20 @@ def main():
     rows = []
     for name, fn_base, fn_ours in [
         ("train", lambda: time_baseline_train(data, a.steps, a.warmup, device),
-         lambda: time_ours_train(data, a.steps, a.warmup, device)),
+         lambda: time_ours_train(data, a.steps, a.warmup, device, amp=not a.no_amp)),
         ("inference", lambda: time_baseline_infer(data, a.infer_images, device),
          lambda: time_ours_infer(data, a.infer_images, device)),
     ]:
         base, ours = fn_base(), fn_ours()
         rows.append((name, base, ours))
         print(f"{name:9s}  tutorial {base:8.0f} img/s   vitviz {ours:8.0f} img/s   ratio {ours / base:5.2f}x", flush=True)
+    bf16, fp32 = matmul_peak(device, torch.bfloat16), matmul_peak(device, torch.float32)
+    amp = not a.no_amp and Precision(device).bf16
+    used = bf16 if amp else fp32
+    ours = rows[0][2]
+    print(f"matmul peak: bf16 {bf16:.0f} GFLOP/s, fp32 {fp32:.0f} GFLOP/s (bf16 {bf16 / fp32:.2f}x fp32); vitviz trains "
+          f"in {'bf16' if amp else 'fp32'}: {ours * TRAIN_GFLOP:.0f} GFLOP/s of matmuls = {100 * ours * TRAIN_GFLOP / used:.0f}% "
+          f"of that peak ({used / TRAIN_GFLOP:.0f} img/s if matmuls were all)")
     return rows
 
 
