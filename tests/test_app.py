@@ -384,3 +384,20 @@ def test_api_export_returns_the_zip_and_the_attention(client):
         assert Image.open(z.open("input_with_patch_grid.png")).size[1] == 256
     attn = np.load(npath)
     assert attn.shape == (6, 6, 65, 65) and np.allclose(attn.sum(-1), 1.0, atol=1e-4)
+
+
+def test_api_take_away_and_the_class_map_methods(client):
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    picture, top5, curves, maps, summary = client.predict(handle_file(EXAMPLE), method="occlusion", k=10,
+                                                          api_name="/take_away")
+    assert summary.startswith("**10 of 64 patches hidden.**") and len(top5["confidences"]) == 5
+    assert Image.open(picture).size == (256, 256) and Image.open(curves).size[0] > 300
+    names = pictures.OUTPUT_NAMES
+    out = client.predict(handle_file(EXAMPLE), method="LeGrad", model_key="cifar10/random-head", api_name="/explain")
+    assert os.path.exists(out[names.index("class_map")]) and os.path.exists(out[names.index("norms")])
+    with pytest.raises(AppError, match="method must be one of"):
+        client.predict(handle_file(EXAMPLE), method="saliency", api_name="/explain")
+    with pytest.raises(AppError, match="ranking must be one of"):
+        client.predict(handle_file(EXAMPLE), method="saliency", api_name="/take_away")

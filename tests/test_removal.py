@@ -64,6 +64,8 @@ def test_a_model_over_the_budget_gets_cheap_maps_and_a_sentence(monkeypatch):
     out = explore.explain_page(EXAMPLE, "cifar10", "mean", 0.0, "predicted class", 6, 1, -1, 0.6, True, False,
                                "occlusion", models.Visitor())
     assert "VITVIZ_MAX_MAP_GFLOP" in out[-2]  # said beside the method and class menus
+    left = compare.compare(EXAMPLE, "cifar10", "mnist", method="occlusion")
+    assert "VITVIZ_MAX_MAP_GFLOP" in left[-2] and left[0] is None  # Compare says it under that side's menu
 
 
 def test_vit_b_16_occlusion_is_over_the_default_budget():

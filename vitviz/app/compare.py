@@ -10,9 +10,11 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import gallery, pictures
+from ..card import card_of
 from ..methods import CLASS_MAPS
 from .activity import ACTIVITY
 from .inputs import FUSIONS, choice, number, pixels_for
+from .limits import occlusion_note
 from .models import model_choices, resolve_model
 from .widgets import pic
 from .. import views
@@ -24,6 +26,8 @@ def one_side(image, key: str, o: pictures.Options, state) -> tuple[list, str]:
     """(the side's outputs, "") or (Nones, the sentence saying why it could not be drawn)."""
     try:
         model = resolve_model(key, state)
+        if o.method == "occlusion" and occlusion_note(card_of(model).config):
+            raise gr.Error(occlusion_note(card_of(model).config))
         ex = views.analyse(model, pixels_for(model, image))
     except gr.Error as e:
         return [None] * len(SIDE), f"⚠️ {e.message}"

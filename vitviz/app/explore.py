@@ -17,9 +17,9 @@ from .. import gallery, pictures, scratch, views
 from .. import interpret as I
 from ..card import card_of
 from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
-from ..methods import CLASS_MAPS, METHODS, forward_gflop
+from ..methods import CLASS_MAPS, METHODS
 from .activity import ACTIVITY
-from .limits import map_cost_note
+from .limits import occlusion_note
 from .inputs import FUSIONS, PREDICTED, FieldError, choice, number, patch_index, pixels_for, read_image, whole
 from . import models
 from .models import DEFAULT_EXAMPLE, resolve_model, visitor
@@ -37,8 +37,8 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
         v = visitor(state)
         model = resolve_model(model_key, v)
         o = _options(card_of(model).config, fusion, discard, layer, head, patch, alpha, smooth, shared, method)
-        if o.method == "occlusion":
-            _check_occlusion(card_of(model).config)
+        if o.method == "occlusion" and occlusion_note(card_of(model).config):
+            raise FieldError(occlusion_note(card_of(model).config), "target")
         pixels = pixels_for(model, image)
         try:
             t = views.parse_target(model, target)
@@ -61,13 +61,6 @@ def _options(cfg, fusion, discard, layer, head, patch, alpha, smooth, shared, me
         patch=patch_index(patch, cfg.num_patches),
         alpha=number(alpha, "The map opacity", 0.0, 1.0, default=0.6),
         smooth=bool(smooth), shared=bool(shared), method=_method(method))
-
-
-def _check_occlusion(cfg):
-    passes = 1 + cfg.num_patches
-    note = map_cost_note("Occlusion", passes, passes * forward_gflop(cfg))
-    if note:
-        raise FieldError(note + " Choose gradient rollout or LeGrad for this model.", "target")
 
 
 def _method(method) -> str:
@@ -290,7 +283,7 @@ def build() -> dict:
             help_line(HELP["rollout"])
         with gr.Column(scale=6, min_width=300):  # wider: its two menus side by side, names whole
             c["class_map"] = pic("Class map", "class-map")
-            with gr.Row():
+            with gr.Row(elem_id="class-menus"):
                 c["method"] = gr.Dropdown(list(CLASS_MAPS), value=METHOD, label="Method", elem_id="method",
                                           min_width=140)
                 c["target"] = gr.Dropdown([PREDICTED] + DATASETS["cifar10"]["classes"], value=PREDICTED,

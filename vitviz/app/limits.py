@@ -92,3 +92,12 @@ def map_cost_note(what: str, passes: int, gflop: float) -> str:
         return ""
     return (f"{what} would take {passes} forward passes of this model (about {gflop:,.0f} GFLOP), more than the "
             f"{limit:g} GFLOP one visitor's map may use on this machine (VITVIZ_MAX_MAP_GFLOP).")
+
+
+def occlusion_note(cfg) -> str:
+    """'' when an occlusion map of a model with this config fits the budget; else the sentence why not."""
+    from ..methods import forward_gflop
+
+    passes = 1 + cfg.num_patches
+    note = map_cost_note("Occlusion", passes, passes * forward_gflop(cfg))
+    return note and note + " Choose gradient rollout or LeGrad for this model."

@@ -33,6 +33,7 @@ CSS = """
   .vv-wide .image-container {overflow-x: auto; display: block !important;}
   .vv-wide button, .vv-wide .image-frame {display: block !important; width: max-content !important;}
   .vv-wide img {max-width: none !important; margin: 0 !important;}
+  #class-menus {flex-direction: column !important;}  /* the method's and the class's names whole */
 }
 .vv-help, .vv-help p {font-size: 13px !important; line-height: 1.35 !important; color: #444; margin: 0 !important;}
 .vv-step-text p {font-size: 15px !important; line-height: 1.45 !important;}
