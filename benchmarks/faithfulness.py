@@ -12,8 +12,6 @@ area is better). Insertion starts from an all-mean image and reveals patches in 
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,24 +19,19 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import vitviz  # noqa: E402
+from testset import model_and_sample, parser  # noqa: E402
+
 from vitviz import methods as M  # noqa: E402
-from vitviz.data import load_dataset, normalize  # noqa: E402
+from vitviz.data import normalize  # noqa: E402
 
 
 def main():
-    pa = argparse.ArgumentParser()
-    pa.add_argument("--images", type=int, default=1000)
+    pa = parser(images=1000, batch=100)
     pa.add_argument("--steps", type=int, default=16)
-    pa.add_argument("--batch", type=int, default=100)
-    pa.add_argument("--checkpoint", default=None)
-    pa.add_argument("--data", default=os.environ.get("VITVIZ_DATA"))
-    pa.add_argument("--seed", type=int, default=0)
     a = pa.parse_args()
-    model = vitviz.load_model(a.checkpoint)
-    test = load_dataset(model.card.dataset or "cifar10", a.data, val_size=0).test
-    idx = torch.randperm(len(test), generator=torch.Generator().manual_seed(a.seed))[:a.images]
+    model, test, idx = model_and_sample(a)
     totals: dict[str, dict[str, list]] = {}
     seconds: dict[str, float] = {}
     acc = []

@@ -11,8 +11,6 @@ although the weights did, so it says nothing about them; near 0: it follows the 
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,24 +18,18 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import vitviz  # noqa: E402
+from testset import model_and_sample, parser  # noqa: E402
+
 from vitviz import methods as M  # noqa: E402
 from vitviz import sanity  # noqa: E402
-from vitviz.data import load_dataset, normalize  # noqa: E402
+from vitviz.data import normalize  # noqa: E402
 
 
 def main():
-    pa = argparse.ArgumentParser()
-    pa.add_argument("--images", type=int, default=200)
-    pa.add_argument("--batch", type=int, default=50)
-    pa.add_argument("--checkpoint", default=None)
-    pa.add_argument("--data", default=os.environ.get("VITVIZ_DATA"))
-    pa.add_argument("--seed", type=int, default=0)
-    a = pa.parse_args()
-    model = vitviz.load_model(a.checkpoint)
-    test = load_dataset(model.card.dataset or "cifar10", a.data, val_size=0).test
-    idx = torch.randperm(len(test), generator=torch.Generator().manual_seed(a.seed))[:a.images]
+    a = parser(images=200, batch=50).parse_args()
+    model, test, idx = model_and_sample(a)
     names = list(M.METHODS)
     rho: dict[str, dict[str, list]] = {}
     t0 = time.perf_counter()

@@ -10,6 +10,8 @@ import math
 
 import torch
 
+from .device import bf16_available
+
 
 def _adapter(model):
     """(forward_intermediates, pos_embed, patch weights, patch size) of a supported model."""
@@ -244,20 +246,24 @@ def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
 # ---------------------------------------------------------------- occlusion and token norms
 
 
+def hide_patches(x: torch.Tensor, hidden: torch.Tensor, patch: int) -> torch.Tensor:
+    """`x` (B, C, H, W) with the patches where `hidden` (B, P) is true set to the data set's mean colour (0 in
+    the normalised input)."""
+    B, _, H, W = x.shape
+    keep = (~hidden).to(x.dtype).view(B, 1, H // patch, W // patch)
+    return x * keep.repeat_interleave(patch, 2).repeat_interleave(patch, 3)
+
+
 @torch.no_grad()
 def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256, bf16: bool | None = None) -> torch.Tensor:
     """How much the target class's probability falls when one patch is hidden: (B, C, H, W) -> (B, P).
 
-    A hidden patch is set to the data set's mean colour, which is 0 in the normalised input `x`. `target`
-    None means the predicted class. All B x P occluded images run as batches of `batch_size`, in bf16 where
-    the device has bf16 units (`bf16` None) or when asked (True), in fp32 otherwise; the unoccluded
-    probability is always fp32."""
-    from .device import bf16_available
-
+    A hidden patch is set to the data set's mean colour (`hide_patches`). `target` None means the predicted
+    class. All B x P occluded images run as batches of `batch_size`, in bf16 where the device has bf16 units
+    (`bf16` None) or when asked (True), in fp32 otherwise; the unoccluded probability is always fp32."""
     patch = _patch_size(model)
     B, _, H, W = x.shape
-    gh, gw = H // patch, W // patch
-    P = gh * gw
+    P = (H // patch) * (W // patch)
     low = bf16_available(x.device) if bf16 is None else bf16
     with _eval_mode(model):
         probs = model(x).float().softmax(-1)
@@ -266,11 +272,9 @@ def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256, bf16: 
         hidden = torch.empty(B * P)
         for start in range(0, B * P, batch_size):
             k = torch.arange(start, min(start + batch_size, B * P), device=x.device)  # image k // P, patch k % P
-            keep = torch.ones(len(k), P, device=x.device, dtype=x.dtype)
-            keep[torch.arange(len(k)), k % P] = 0
-            keep = keep.view(-1, 1, gh, gw).repeat_interleave(patch, 2).repeat_interleave(patch, 3)
+            one = torch.nn.functional.one_hot(k % P, P).bool()
             with torch.autocast(x.device.type, torch.bfloat16, enabled=low):
-                out = model(x[k // P] * keep)
+                out = model(hide_patches(x[k // P], one, patch))
             hidden[start:start + len(k)] = out.float().softmax(-1).gather(1, t[k // P, None])[:, 0].cpu()
     return base.cpu()[:, None] - hidden.view(B, P)
 
@@ -288,7 +292,7 @@ def legrad(model, x: torch.Tensor, target=None) -> torch.Tensor:
         logits, attns = forward_with_attention(model, x, grad=True)
     t = _targets(logits, target)
     total = torch.zeros(x.shape[0], attns[0].shape[-1] - 1, device=x.device)
-    with _eval_mode(model), torch.enable_grad():
+    with torch.enable_grad():  # the final norm and head on each block's CLS token, in the same graph
         for layer, (tokens, a) in enumerate(zip(outs.seen, attns)):
             s = m.head(m.norm(tokens[:, 0])).gather(1, t[:, None]).sum()
             g = _grad(s, [a], retain=layer < len(attns) - 1)[0]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from . import interpret as I
+from .card import card_of
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,9 @@ def ranks(relevance: torch.Tensor) -> torch.Tensor:
 
 
 def hide(model, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-    """`x` with the patches where `hidden` (B, P) is true set to the mean colour (0, normalised)."""
-    from .card import card_of
-
-    p = card_of(model).config.patch_size
-    B, _, H, W = x.shape
-    keep = (~hidden).to(x.dtype).view(B, 1, H // p, W // p)
-    return x * keep.repeat_interleave(p, 2).repeat_interleave(p, 3)
+    """`x` with the patches where `hidden` (B, P) is true set to the mean colour (interpret.hide_patches, at
+    the model's patch size)."""
+    return I.hide_patches(x, hidden, card_of(model).config.patch_size)
 
 
 @torch.no_grad()
@@ -105,10 +102,9 @@ def curves(model, x: torch.Tensor, relevance: torch.Tensor, target: torch.Tensor
     hidden = ~chosen if insertion else chosen
     xs = x[:, None].expand(B, len(counts), *x.shape[1:]).reshape(-1, *x.shape[1:])
     masked = hide(model, xs, hidden.reshape(-1, P))
-    was = model.training
-    model.eval()
-    probs = torch.cat([model(masked[i:i + batch_size]).float().softmax(-1) for i in range(0, len(masked), batch_size)])
-    model.train(was)
+    with I._eval_mode(model):
+        probs = torch.cat([model(masked[i:i + batch_size]).float().softmax(-1)
+                           for i in range(0, len(masked), batch_size)])
     return probs.view(B, len(counts), -1).gather(2, target.view(B, 1, 1).expand(B, len(counts), 1))[..., 0]
 
 

@@ -108,7 +108,7 @@ def token_name(patch: int | None) -> str:
     return "CLS" if patch is None else f"patch {patch}"
 
 
-def _scaled(maps: torch.Tensor, shared: bool) -> tuple[torch.Tensor, Scale]:
+def scale_tiles(maps: torch.Tensor, shared: bool) -> tuple[torch.Tensor, Scale]:
     """(K, g, g) attention maps scaled to [0, 1] (each on its own, or all on one 0..max scale) and that scale."""
     flat = maps.float().flatten(1)
     if shared:
@@ -192,7 +192,7 @@ class _Drawer:
                      Scale("attention weight" + self.own, lo, hi))
 
     def rollout_strip(self) -> np.ndarray:
-        maps, scale = _scaled(self._token_row(self.rolled()).view(self.L, self.g, self.g), self.o.shared)
+        maps, scale = scale_tiles(self._token_row(self.rolled()).view(self.L, self.g, self.g), self.o.shared)
         size = max(64, min(112, 720 // self.L))
         strip = R.layer_strip(self.ex.pixels, maps, tile_size=size, alpha=self.o.alpha, mode=self.mode)
         scale = Scale("rolled-out attention" + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
@@ -203,7 +203,7 @@ class _Drawer:
 
     def heads(self) -> np.ndarray:
         maps = self._token_row(self.ex.attn).reshape(self.L * self.H, self.g, self.g)
-        maps, scale = _scaled(maps, self.o.shared)
+        maps, scale = scale_tiles(maps, self.o.shared)
         scale = Scale(scale.what + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
         small = max(48, min(96, 576 // max(self.L, self.H)))
         grid = R.layer_head_grid(self.ex.pixels, maps.view(self.L, self.H, self.g, self.g), tile_size=small,
@@ -230,9 +230,8 @@ def lens_panel(classes, lens: torch.Tensor) -> np.ndarray:
                  Scale("probability", 0.0, 1.0, "one scale for all cells", cmap="viridis"))
 
 
-def norm_sentence(norms: torch.Tensor) -> str:
-    """Which patch tokens have outlying norms in one image's (L, N) norms, in words."""
-    found = I.norm_outliers(norms)
+def norm_sentence(found: list[tuple[int, int, float]]) -> str:
+    """The outlying patch tokens of `interpret.norm_outliers`, in words."""
     if not found:
         return f"no outliers (none reaches {I.OUTLIER_RATIO:g}x its layer's median)"
     by_patch: dict[int, list] = {}
@@ -252,7 +251,8 @@ def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: 
     scaled = ((patches - lo) / max(hi - lo, 1e-12)).view(L, g, g)
     size = max(64, min(112, 720 // L))
     tiles = R.overlays(pixels, scaled.numpy(), size, "inferno", max(alpha, 0.7), "nearest")
-    for layer, patch, _ in I.norm_outliers(norms):
+    found = I.norm_outliers(norms)
+    for layer, patch, _ in found:
         im = Image.fromarray(tiles[layer])
         r, c = divmod(patch, g)
         step = size / g
@@ -261,7 +261,7 @@ def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: 
         tiles[layer] = np.asarray(im)
     strip = R.tile([list(tiles)], col_labels=[f"after block {i + 1}" for i in range(L)])
     cls = norms[:, 0]
-    return panel(strip, f"Token norms after each block: {norm_sentence(norms)}. CLS: {float(cls.min()):.3g} to "
+    return panel(strip, f"Token norms after each block: {norm_sentence(found)}. CLS: {float(cls.min()):.3g} to "
                  f"{float(cls.max()):.3g}", Scale("L2 norm of each patch token", lo, hi, "one scale for all tiles"))
 
 

@@ -16,20 +16,26 @@ import torch
 from matplotlib.figure import Figure
 from PIL import ImageDraw
 
+from . import interpret as I
 from . import methods as M
 from . import render as R
 from .card import card_of
 from .data import pixels_to_tensor
 from .panels import Scale, message_panel, panel
-from .pictures import main_size
+from .pictures import main_size, scale_tiles
 from .views import top_k
 
 STEPS = 16  # points of a deletion curve past the first
 
 
+def study_passes(cfg) -> int:
+    """The forward passes `study` runs: occlusion (one a patch, and the whole image) and every curve (STEPS + 1
+    each, the random order's too)."""
+    return 1 + cfg.num_patches + (len(M.METHODS) + 1) * (STEPS + 1)
+
+
 def study_gflop(cfg) -> float:
-    """What `study` costs: occlusion (one pass a patch) and every curve (STEPS + 1 passes each)."""
-    return M.forward_gflop(cfg) * (1 + cfg.num_patches + (len(M.METHODS) + 1) * (STEPS + 1))
+    return M.forward_gflop(cfg) * study_passes(cfg)
 
 
 @dataclass
@@ -49,8 +55,8 @@ def study(model, pixels: np.ndarray, seed: int = 0, costly: bool = True) -> Stud
     large for the machine's budget: vitviz.app.limits)."""
     card = card_of(model)
     x = pixels_to_tensor(pixels, card.mean, card.std).to(next(model.parameters()).device)
-    with torch.no_grad():
-        probs = model.eval()(x).float().softmax(-1)[0]
+    with I._eval_mode(model), torch.no_grad():
+        probs = model(x).float().softmax(-1)[0]
     t = int(probs.argmax())
     target = torch.tensor([t], device=x.device)
     maps = {name: M.relevance(model, x, name, t) for name in M.METHODS if costly or name != "occlusion"}
@@ -81,8 +87,8 @@ def render_removal(model, s: Study, hidden: set[int], why_not: str = "") -> Remo
     cfg = card.config
     mask = torch.zeros(1, cfg.num_patches, dtype=torch.bool)
     mask[0, sorted(hidden)] = True
-    with torch.no_grad():
-        probs = model.eval()(M.hide(model, s.x, mask.to(s.x.device))).float().softmax(-1)[0].cpu()
+    with I._eval_mode(model), torch.no_grad():
+        probs = model(M.hide(model, s.x, mask.to(s.x.device))).float().softmax(-1)[0].cpu()
     now = float(probs[s.target])
     cls = card.classes[s.target]
     summary = (f"**{len(hidden)} of {cfg.num_patches} patches hidden.** '{cls}' (the prediction on the whole "
@@ -135,11 +141,8 @@ def maps_picture(s: Study, cfg) -> np.ndarray:
     """Every method's map over the image (each its own range), its area under the deletion curve above it."""
     g = cfg.grid_size
     names = [n for n in M.METHODS if n in s.maps]
-    maps = torch.stack([s.maps[n].float() for n in names]).view(len(names), g, g)
-    lo = maps.flatten(1).amin(1).view(-1, 1, 1)
-    hi = maps.flatten(1).amax(1).view(-1, 1, 1)
-    scaled = ((maps - lo) / (hi - lo).clamp_min(1e-12)).numpy()
-    tiles = R.overlays(s.pixels, scaled, 190, "inferno", 0.6, "nearest")
+    scaled, _ = scale_tiles(torch.stack([s.maps[n] for n in names]).view(len(names), g, g), shared=False)
+    tiles = R.overlays(s.pixels, scaled.numpy(), 190, "inferno", 0.6, "nearest")
     if not s.auc:
         return panel(R.tile([list(tiles)], col_labels=names), "Every map for this image",
                      Scale("each map's own values", 0.0, 1.0, "each tile its own range", relative=True))
@@ -148,11 +151,3 @@ def maps_picture(s: Study, cfg) -> np.ndarray:
                  f"{s.auc[M.RANDOM]:.3f})", Scale("each map's own values", 0.0, 1.0, "each tile its own range",
                                                   relative=True))
 
-
-def click_to_patch(x: float, y: float, cfg) -> int | None:
-    """The patch a click on `hidden_picture` at (x, y) picks (None off the grid)."""
-    S, g = main_size(cfg), cfg.grid_size
-    if not (0 <= x < S and 0 <= y < S):
-        return None
-    step = S / g
-    return int(y // step) * g + int(x // step)

@@ -91,8 +91,8 @@ def checks(model, x: torch.Tensor, methods, seed: int = 0, target=None) -> dict[
     explains the trained model's prediction (or `target`) at every stage, as Adebayo et al. do."""
     from .methods import relevance
 
-    with torch.no_grad():
-        t = model.eval()(x).argmax(-1) if target is None else target
+    with I._eval_mode(model), torch.no_grad():
+        t = model(x).argmax(-1) if target is None else target
     first, out = {}, {}
     for stage, m in cascade(model, seed):
         maps = {name: relevance(m, x, name, t) for name in methods}

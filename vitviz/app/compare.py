@@ -26,8 +26,9 @@ def one_side(image, key: str, o: pictures.Options, state) -> tuple[list, str]:
     """(the side's outputs, "") or (Nones, the sentence saying why it could not be drawn)."""
     try:
         model = resolve_model(key, state)
-        if o.method == "occlusion" and occlusion_note(card_of(model).config):
-            raise gr.Error(occlusion_note(card_of(model).config))
+        too_costly = o.method == "occlusion" and occlusion_note(card_of(model).config)
+        if too_costly:
+            raise gr.Error(too_costly)
         ex = views.analyse(model, pixels_for(model, image))
     except gr.Error as e:
         return [None] * len(SIDE), f"⚠️ {e.message}"

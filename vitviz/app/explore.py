@@ -37,8 +37,9 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
         v = visitor(state)
         model = resolve_model(model_key, v)
         o = _options(card_of(model).config, fusion, discard, layer, head, patch, alpha, smooth, shared, method)
-        if o.method == "occlusion" and occlusion_note(card_of(model).config):
-            raise FieldError(occlusion_note(card_of(model).config), "target")
+        too_costly = o.method == "occlusion" and occlusion_note(card_of(model).config)
+        if too_costly:
+            raise FieldError(too_costly, "target")
         pixels = pixels_for(model, image)
         try:
             t = views.parse_target(model, target)

@@ -13,6 +13,7 @@ import gradio as gr
 from .. import removal
 from ..card import card_of
 from ..methods import METHODS, RANDOM
+from ..pictures import click_to_token
 from .activity import ACTIVITY
 from .inputs import choice, pixels_for, whole
 from .limits import map_cost_note
@@ -28,8 +29,8 @@ def _study(image, model_key, v):
     model = resolve_model(model_key, v)
     cfg = card_of(model).config
     pixels = pixels_for(model, image)
-    why = map_cost_note("Every map's deletion curve and occlusion for this image", 1 + cfg.num_patches + (
-        len(METHODS) + 1) * (removal.STEPS + 1), removal.study_gflop(cfg))
+    why = map_cost_note("Every map's deletion curve and occlusion for this image", removal.study_passes(cfg),
+                        removal.study_gflop(cfg))
     key = (model_key, id(model), hash(pixels.tobytes()))
     if v.removal is None or v.removal[0] != key:
         v.removal = (key, removal.study(model, pixels, costly=not why))
@@ -79,7 +80,7 @@ def clicked(image, model_key, method, k, state, evt: gr.SelectData):
         cfg = card_of(resolve_model(model_key, state)).config
     except gr.Error as e:
         return _page(e, state)
-    p = removal.click_to_patch(evt.index[0], evt.index[1], cfg)
+    p = click_to_token(evt.index[0], evt.index[1], cfg)  # the same grid as Explore's input; no CLS tile here
     return _page(_try(view, image, model_key, method, k, state, toggle=p, rank=False), state)
 
 
