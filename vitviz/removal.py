@@ -121,8 +121,9 @@ def curves_picture(s: Study, cls: str, fraction: float, now: float) -> np.ndarra
     fig = Figure(figsize=(5.6, 4.6), dpi=100)
     ax = fig.subplots()
     xs = np.linspace(0, 1, STEPS + 1)
-    for i, (name, c) in enumerate(sorted(s.curves.items(), key=lambda kv: s.auc[kv[0]])):
-        style = dict(color="#999999", ls="--") if name == M.RANDOM else dict(color=f"C{i}")
+    colour = {name: f"C{i}" for i, name in enumerate(M.METHODS)}  # a method keeps its colour from image to image
+    for name, c in sorted(s.curves.items(), key=lambda kv: s.auc[kv[0]]):  # the legend from best to worst
+        style = dict(color="#999999", ls="--") if name == M.RANDOM else dict(color=colour[name])
         ax.plot(xs, 100 * c.numpy(), lw=1.8, label=f"{name}: AUC {s.auc[name]:.3f}", **style)
     ax.plot([fraction], [100 * now], "o", ms=9, mfc="none", mec="black", mew=2, label="your patches")
     ax.set_xlabel("fraction of patches hidden, most relevant first")
