@@ -149,7 +149,7 @@ def test_bad_arguments(tiny_model):
 
 def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model):
     x = torch.randn(2, 3, 32, 32)
-    got = I.occlusion(tiny_model, x, batch_size=10)  # several batches per image
+    got = I.occlusion(tiny_model, x, batch_size=10, bf16=False)  # the exact path; several batches per image
     assert got.shape == (2, 64)
     with torch.no_grad():
         probs = tiny_model(x).softmax(-1)
@@ -161,7 +161,7 @@ def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model):
                 xo[..., 4 * r:4 * r + 4, 4 * c:4 * c + 4] = 0.0  # the mean colour, normalised
                 want = probs[b, t[b]] - tiny_model(xo).softmax(-1)[0, t[b]]
                 assert got[b, p].item() == pytest.approx(want.item(), abs=1e-5)
-    other = I.occlusion(tiny_model, x, target=(int(t[0]) + 1) % 10)
+    other = I.occlusion(tiny_model, x, target=(int(t[0]) + 1) % 10, bf16=False)
     assert not torch.allclose(other[0], got[0])  # class-specific
 
 

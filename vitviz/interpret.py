@@ -21,23 +21,34 @@ def _adapter(model):
 
 
 class _eval_mode:
-    """Put a module in eval mode for a block and restore its previous mode afterwards."""
+    """Run a block in eval mode. A model that is in eval mode already (every model the app shares between
+    visitors) is not touched at all, so concurrent requests never write to it; a model in training mode
+    (a training run's own, in its own thread) is switched to eval and back."""
 
     def __init__(self, model):
         self.model, self.was = model, model.training
 
     def __enter__(self):
-        self.model.eval()
+        if self.was:
+            self.model.eval()
 
     def __exit__(self, *exc):
-        self.model.train(self.was)
+        if self.was:
+            self.model.train(True)
+
+
+def intermediates(model, x: torch.Tensor, grad: bool = False) -> dict:
+    """One eval-mode pass that returns everything it computed, from this call alone: 'logits' (B, C),
+    'attn' [L x (B, H, N, N)], 'tokens' [L x (B, N, D)] each block's output, 'patches' (B, P, D) the patch
+    embedding and 'input' (B, N, D) the tokens the first block receives. No hook goes on the model and nothing
+    is kept on it, so any number of threads can share one model. With grad=True all of it stays in the graph."""
+    with _eval_mode(model), torch.set_grad_enabled(grad):
+        return _adapter(model).forward_intermediates(x, return_attention=True)
 
 
 def forward_with_attention(model, x: torch.Tensor, grad: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """(logits (B, C), [L x (B, H, N, N)]) in eval mode. With grad=True the attention stays in the graph."""
-    m = _adapter(model)
-    with _eval_mode(model), torch.set_grad_enabled(grad):
-        out = m.forward_intermediates(x, return_attention=True)
+    out = intermediates(model, x, grad)
     return out["logits"], out["attn"]
 
 
@@ -203,34 +214,12 @@ def patch_attention(attn: torch.Tensor, patch: int) -> torch.Tensor:
     return attn[..., 1 + patch, 1:]
 
 
-class _block_outputs:
-    """Within the block, every block's output tokens (B, N, D) are kept in `.seen`, in order (forward hooks,
-    removed on the way out); `extra` hooks (module, hook, kind) go on and come off with them."""
-
-    def __init__(self, model, extra=()):
-        self.blocks, self.extra, self.seen, self.handles = _adapter(model).blocks, extra, [], []
-
-    def _keep(self, module, args, output):
-        self.seen.append(output[0] if isinstance(output, tuple) else output)  # ours returns (tokens, attention)
-
-    def __enter__(self):
-        for module, hook, kind in self.extra:
-            self.handles.append(module.register_forward_pre_hook(hook, with_kwargs=True) if kind == "pre"
-                                else module.register_forward_hook(hook))
-        self.handles += [blk.register_forward_hook(self._keep) for blk in self.blocks]
-        return self
-
-    def __exit__(self, *exc):
-        for h in self.handles:
-            h.remove()
-
-
 def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
     """One forward and one backward pass for what the Explore view draws: logits (B, C), the explained
     class (B,), attention (B, L, H, N, N), gradient rollout (B, P) and the logit lens (B, L, C). Rollout and
     distances are cheap functions of the attention; the caller computes the ones it shows."""
-    with _block_outputs(model) as outs:
-        logits, attns = forward_with_attention(model, x, grad=True)
+    out = intermediates(model, x, grad=True)
+    logits, attns, seen = out["logits"], out["attn"], out["tokens"]
     t = _targets(logits, target)
     grads = _grad(logits.gather(1, t[:, None]).sum(), attns)
     return {
@@ -238,8 +227,8 @@ def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
         "target": t,
         "attn": torch.stack([a.detach() for a in attns], 1).float(),
         "grad_rollout": _relevance(attns, grads),
-        "lens": lens(model, torch.stack([o[:, :1].detach() for o in outs.seen], 1)),  # the same pass's logit lens
-        "norms": torch.stack([o.detach().float().norm(dim=-1) for o in outs.seen], 1),
+        "lens": lens(model, torch.stack([o[:, :1].detach() for o in seen], 1)),  # the same pass's logit lens
+        "norms": torch.stack([o.detach().float().norm(dim=-1) for o in seen], 1),
     }
 
 
@@ -260,22 +249,27 @@ def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256, bf16: 
 
     A hidden patch is set to the data set's mean colour (`hide_patches`). `target` None means the predicted
     class. All B x P occluded images run as batches of `batch_size`, in bf16 where the device has bf16 units
-    (`bf16` None) or when asked (True), in fp32 otherwise; the unoccluded probability is always fp32."""
+    (`bf16` None) or when asked (True), in fp32 otherwise (False: the exact path). The unoccluded image runs in
+    the same precision as the occluded ones, so that rounding never shows up as a patch's effect."""
     patch = _patch_size(model)
     B, _, H, W = x.shape
     P = (H // patch) * (W // patch)
     low = bf16_available(x.device) if bf16 is None else bf16
+
+    def probs_of(images: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=low):
+            return model(images).float().softmax(-1)
+
     with _eval_mode(model):
-        probs = model(x).float().softmax(-1)
+        probs = probs_of(x)
         t = _targets(probs, target)
         base = probs.gather(1, t[:, None])[:, 0]  # (B,)
         hidden = torch.empty(B * P)
         for start in range(0, B * P, batch_size):
             k = torch.arange(start, min(start + batch_size, B * P), device=x.device)  # image k // P, patch k % P
             one = torch.nn.functional.one_hot(k % P, P).bool()
-            with torch.autocast(x.device.type, torch.bfloat16, enabled=low):
-                out = model(hide_patches(x[k // P], one, patch))
-            hidden[start:start + len(k)] = out.float().softmax(-1).gather(1, t[k // P, None])[:, 0].cpu()
+            out = probs_of(hide_patches(x[k // P], one, patch))
+            hidden[start:start + len(k)] = out.gather(1, t[k // P, None])[:, 0].cpu()
     return base.cpu()[:, None] - hidden.view(B, P)
 
 
@@ -288,12 +282,12 @@ def legrad(model, x: torch.Tensor, target=None) -> torch.Tensor:
     sensitivity; the patches' values are summed over the layers and min-max scaled per image (all zeros
     when nothing depends on the patches). `target` None: the predicted class."""
     m = _adapter(model)
-    with _block_outputs(model) as outs:
-        logits, attns = forward_with_attention(model, x, grad=True)
+    out = intermediates(model, x, grad=True)
+    logits, attns = out["logits"], out["attn"]
     t = _targets(logits, target)
     total = torch.zeros(x.shape[0], attns[0].shape[-1] - 1, device=x.device)
     with torch.enable_grad():  # the final norm and head on each block's CLS token, in the same graph
-        for layer, (tokens, a) in enumerate(zip(outs.seen, attns)):
+        for layer, (tokens, a) in enumerate(zip(out["tokens"], attns)):
             s = m.head(m.norm(tokens[:, 0])).gather(1, t[:, None]).sum()
             g = _grad(s, [a], retain=layer < len(attns) - 1)[0]
             total += g.float().clamp(min=0).mean(dim=(1, 2))[:, 1:]
@@ -305,9 +299,7 @@ def legrad(model, x: torch.Tensor, target=None) -> torch.Tensor:
 def token_norms(model, x: torch.Tensor) -> torch.Tensor:
     """The L2 norm of every token after each block: (B, C, H, W) -> (B, L, N), CLS first. Large ViTs grow a
     few high-norm tokens that dominate attention (Darcet et al., 2024, "Vision Transformers Need Registers")."""
-    with _block_outputs(model) as outs, _eval_mode(model):
-        model(x)
-    return torch.stack([t.float().norm(dim=-1) for t in outs.seen], 1)
+    return torch.stack([t.float().norm(dim=-1) for t in intermediates(model, x)["tokens"]], 1)
 
 
 OUTLIER_RATIO = 2.5
@@ -329,20 +321,9 @@ def walk(model, x: torch.Tensor) -> dict:
     'patches' (B, P, D) the patch embedding's output; 'tokens' (B, N, D) CLS prepended and the positional
     embedding added, as the first block receives them; 'blocks' (B, L, N, D) each block's output; 'attn'
     (B, L, H, N, N); 'logits' (B, C)."""
-    m = _adapter(model)
-    seen: dict[str, torch.Tensor] = {}
-
-    def conv(module, args, output):
-        seen["patches"] = output.flatten(2).transpose(1, 2)
-
-    def first(module, args, kwargs):
-        seen["tokens"] = args[0] if args else next(iter(kwargs.values()))
-
-    extra = [(m.patch_embed.proj, conv, "post"), (m.blocks[0], first, "pre")]
-    with _block_outputs(model, extra) as outs, _eval_mode(model), torch.no_grad():
-        out = m.forward_intermediates(x, return_attention=True)
-    return {"patches": seen["patches"].float(), "tokens": seen["tokens"].float(),
-            "blocks": torch.stack(outs.seen, 1).float(), "attn": torch.stack(out["attn"], 1).float(),
+    out = intermediates(model, x)
+    return {"patches": out["patches"].float(), "tokens": out["input"].float(),
+            "blocks": torch.stack(out["tokens"], 1).float(), "attn": torch.stack(out["attn"], 1).float(),
             "logits": out["logits"].float()}
 
 

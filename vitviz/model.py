@@ -197,21 +197,25 @@ class ViT(nn.Module):
         nn.init.zeros_(self.head.weight)
 
     def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
-        """Run the model; returns {'logits': (B, C), 'attn': [L x (B, H, N, N)] or None}.
+        """Run the model and return what it computed on the way, from this call alone:
+        {'logits': (B, C), 'attn': [L x (B, H, N, N)] or None, 'patches': (B, P, D) the patch embedding,
+        'input': (B, N, D) the tokens the first block receives, 'tokens': [L x (B, N, D)] each block's output}.
 
-        The attention tensors are part of the autograd graph, so gradients of the
-        logits with respect to them can be taken (gradient rollout needs this).
+        Nothing is kept on the module, so concurrent calls never see each other's tensors. The attention
+        tensors are part of the autograd graph (gradient rollout and LeGrad take gradients with respect to them).
         """
         B = x.shape[0]
-        x = self.patch_embed(x)  # (B, P, D)
-        x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1) + self.pos_embed  # (B, N, D)
+        patches = self.patch_embed(x)  # (B, P, D)
+        x = torch.cat([self.cls_token.expand(B, -1, -1), patches], dim=1) + self.pos_embed  # (B, N, D)
         x = self.pos_drop(x)
-        attns = []
+        first, attns, tokens = x, [], []
         for blk in self.blocks:
             x, a = blk(x, return_attention)
             attns.append(a)
+            tokens.append(x)
         x = self.norm(x)
-        return {"logits": self.head(x[:, 0]), "attn": attns if return_attention else None}
+        return {"logits": self.head(x[:, 0]), "attn": attns if return_attention else None,
+                "patches": patches, "input": first, "tokens": tokens}
 
     def forward(self, x: torch.Tensor, return_attention: bool = False):
         out = self.forward_intermediates(x, return_attention)

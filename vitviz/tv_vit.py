@@ -1,11 +1,11 @@
 """torchvision's ViT-B/16 (ImageNet-1k) through the same interpret and render functions.
 
-torchvision's encoder blocks call MultiheadAttention with need_weights=False.
-For the duration of one forward we turn it on with a forward pre-hook (kwargs
-rewritten to need_weights=True, average_attn_weights=False) and read the
-per-head weights with a forward hook; both hooks are removed before returning,
-so the model is left exactly as it was. The weights stay in the autograd
-graph, so gradient rollout works too.
+torchvision's encoder blocks call MultiheadAttention with need_weights=False, so the
+adapter runs the encoder itself, block by block, with the model's own modules and
+need_weights=True, average_attn_weights=False: the per-head weights come back from
+each call's own forward. No hook is put on the model and nothing is kept on it, so
+concurrent requests on one shared model never see each other's tensors. The weights
+stay in the autograd graph, so gradient rollout works too.
 """
 from __future__ import annotations
 
@@ -41,27 +41,23 @@ class TorchvisionAdapter:
         self.norm, self.head = model.encoder.ln, model.heads  # the final norm, and the classifier on CLS
 
     def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
-        attns: list[torch.Tensor] = []
-        handles = []
-
-        def pre(module, args, kwargs):
-            kwargs["need_weights"] = True
-            kwargs["average_attn_weights"] = False
-            return args, kwargs
-
-        def post(module, args, output):
-            attns.append(output[1])  # (B, H, N, N)
-
-        try:
-            if return_attention:
-                for blk in self.model.encoder.layers:
-                    handles.append(blk.self_attention.register_forward_pre_hook(pre, with_kwargs=True))
-                    handles.append(blk.self_attention.register_forward_hook(post))
-            logits = self.model(x)
-        finally:
-            for h in handles:
-                h.remove()
-        return {"logits": logits, "attn": attns if return_attention else None}
+        """The same pass as VisionTransformer.forward, written out so that every block's tokens and
+        attention come back from this call (see vitviz.model.ViT.forward_intermediates for the keys)."""
+        m = self.model
+        patches = m._process_input(x)  # (B, P, D)
+        x = torch.cat([m.class_token.expand(x.shape[0], -1, -1), patches], dim=1) + m.encoder.pos_embedding
+        x = m.encoder.dropout(x)  # (B, N, D)
+        first, attns, tokens = x, [], []
+        for blk in m.encoder.layers:
+            h = blk.ln_1(x)
+            h, a = blk.self_attention(h, h, h, need_weights=return_attention, average_attn_weights=False)
+            x = x + blk.dropout(h)
+            x = x + blk.mlp(blk.ln_2(x))
+            attns.append(a)  # (B, H, N, N)
+            tokens.append(x)
+        logits = m.heads(m.encoder.ln(x)[:, 0])
+        return {"logits": logits, "attn": attns if return_attention else None, "patches": patches,
+                "input": first, "tokens": tokens}
 
 
 def config_of(model) -> ViTConfig:

@@ -23,7 +23,7 @@ from .. import checkpoint, memory
 from ..hub import load_model
 from ..pictures import PictureCache
 from ..sanity import randomised
-from .picfiles import PictureFiles
+from .picfiles import REPLIES, PictureFiles
 from . import limits
 
 SHARED = {"cifar10": "CIFAR-10 ViT (shipped)",
@@ -88,8 +88,9 @@ class Visitor:
 
 
 def visitor(state) -> Visitor:
-    """The visitor's state; a fresh one for API callers and direct calls that pass none."""
-    return state if isinstance(state, Visitor) else Visitor()
+    """The visitor's state; for API callers and direct calls that pass none, a fresh one whose pictures go to
+    the shared reply files (nothing of it outlives the call, and no caller's files are another's)."""
+    return state if isinstance(state, Visitor) else Visitor(files=REPLIES)
 
 
 def follower(tab: str, redraw, pictures: int):

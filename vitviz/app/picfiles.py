@@ -6,12 +6,18 @@ once, as JPEG at quality 92 without chroma subsampling (about 2 ms for the large
 text and grid lines stay sharp; exports stay lossless PNG), in parallel on the
 machine's cores, and hands back the same file while the picture is unchanged; a
 picture replaced by a new one has its file deleted, and the visitor's folder goes with
-them (or with scratch's pruning, after which a picture is simply written again).
+them. The folder is held (vitviz.scratch) while the visitor lives, so pruning never takes it.
+
+An API caller has no state to keep files in: `ReplyFiles` writes each of its pictures to a new
+file in one shared folder, never reused or replaced under another caller, and deletes files
+older than `REPLY_TTL_S` (Gradio copies a reply's files into its own cache before it answers).
 """
 from __future__ import annotations
 
 import itertools
 import shutil
+import threading
+import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,7 +48,8 @@ class PictureFiles:
         if self._folder is None or not self._folder.is_dir():
             self._folder = scratch.new_folder("pictures")
             self._files.clear()
-            weakref.finalize(self, shutil.rmtree, str(self._folder), True)
+            scratch.hold(self._folder)
+            weakref.finalize(self, _remove, str(self._folder))
         return self._folder
 
     def paths(self, pictures: dict[str, np.ndarray]) -> dict[str, str]:
@@ -64,6 +71,54 @@ class PictureFiles:
 
     def clear(self):
         if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
+            _remove(str(self._folder))
         self._folder = None
         self._files.clear()
+
+
+def _remove(folder: str):
+    scratch.let_go(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+REPLY_TTL_S = 300
+
+
+class ReplyFiles:
+    """PictureFiles' interface for callers without state: every picture a new file, shared by all callers."""
+
+    def __init__(self, ttl_s: float = REPLY_TTL_S):
+        self.ttl_s = ttl_s
+        self._folder: Path | None = None
+        self._lock = threading.Lock()
+        self._swept = 0.0
+
+    def _where(self) -> Path:
+        with self._lock:
+            if self._folder is None or not self._folder.is_dir():
+                self._folder = scratch.new_folder("replies")
+                scratch.hold(self._folder)
+            folder, now = self._folder, time.time()
+            due = now - self._swept > self.ttl_s / 10
+            if due:
+                self._swept = now
+        if due:
+            for f in folder.glob("*.jpg"):
+                try:
+                    if now - f.stat().st_mtime > self.ttl_s:
+                        f.unlink()
+                except OSError:
+                    pass
+        return folder
+
+    def paths(self, pictures: dict[str, np.ndarray]) -> dict[str, str]:
+        folder = self._where()
+        jobs = {name: _POOL.submit(write_picture, pic, folder / f"{name}-{next(_count)}.jpg")
+                for name, pic in pictures.items()}
+        return {name: job.result() for name, job in jobs.items()}
+
+    def clear(self):
+        """Nothing to let go: the files are the callers' replies, deleted by age."""
+
+
+REPLIES = ReplyFiles()

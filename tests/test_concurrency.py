@@ -1,0 +1,212 @@
+"""Many visitors at once on one shared model: every reply equals the same call made alone.
+
+Every public endpoint's handler runs on several threads at once against the shared models (our ViT, and a
+small torchvision ViT put where ViT-B/16 would be), with different images, patches, layers and methods. The
+reference for each call is the same call made alone, before the threads start; the pictures are compared
+pixel for pixel and the texts letter for letter.
+"""
+import random
+import threading
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from vitviz import gallery
+from vitviz.app import compare, explore, model_tab, models, removal_tab, steps_tab
+from vitviz.app.inputs import PREDICTED
+from vitviz.card import ModelCard, describe
+from vitviz.data import CIFAR10_CLASSES
+from vitviz.tv_vit import config_of
+
+IMAGES = [{"path": gallery.items("cifar10")[i][0]} for i in (1, 3, 6)]
+DIGIT = {"path": gallery.items("mnist")[2][0]}
+
+
+def small_torchvision_vit():
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(1)
+    m = VisionTransformer(image_size=32, patch_size=4, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128,
+                          num_classes=10)
+    torch.nn.init.normal_(m.heads.head.weight, std=0.2)  # torchvision zero-inits it: no class map otherwise
+    card = ModelCard(config=config_of(m), classes=tuple(CIFAR10_CLASSES), mean=(0.49, 0.48, 0.45),
+                     std=(0.25, 0.24, 0.26), dataset="cifar10", kind="torchvision", name="small torchvision ViT")
+    return describe(m, card).eval()
+
+
+@pytest.fixture(scope="module")
+def shared_torchvision():
+    """A small torchvision ViT served under ViT-B/16's key (whose real weights need internet)."""
+    old = models.MODELS._models.get("vit_b_16")
+    models.MODELS._models["vit_b_16"] = small_torchvision_vit()
+    yield "vit_b_16"
+    if old is None:
+        models.MODELS._models.pop("vit_b_16", None)
+    else:
+        models.MODELS._models["vit_b_16"] = old
+
+
+def canonical(value):
+    """A reply in a form that compares exactly: image files as their pixels, zips as their members' bytes."""
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in sorted(value.items())}
+    if isinstance(value, np.ndarray):
+        return ("array", value.shape, value.tobytes())
+    if isinstance(value, torch.Tensor):
+        return canonical(value.numpy())
+    if isinstance(value, str) and value.startswith("/") and Path(value).is_file():
+        if value.endswith(".zip"):
+            with zipfile.ZipFile(value) as z:
+                return {n: z.read(n) for n in sorted(z.namelist())}
+        if value.endswith(".npy"):
+            return canonical(np.load(value))
+        return canonical(np.asarray(Image.open(value)))
+    if hasattr(value, "value") and hasattr(value, "__dict__"):  # a gr.update or a component value
+        return repr(value)
+    return value
+
+
+def calls(tv_key: str) -> list[tuple[str, callable]]:
+    """(name, a call with no arguments) for every endpoint, over both model kinds, images, patches and
+    methods. Each call passes no state, as an API caller does."""
+    out = []
+    for key in ("cifar10", tv_key):
+        for i, img in enumerate(IMAGES):
+            for method in ("gradient rollout", "LeGrad", "occlusion"):
+                patch = (-1, 5, 37)[i]
+                out.append((f"explain {key} {i} {method}", lambda k=key, im=img, m=method, p=patch:
+                            explore.explain(im, k, "mean", 0.0, PREDICTED, 2, 2, p, 0.6, True, False, m)))
+            out.append((f"export {key} {i}", lambda k=key, im=img: explore.export(im, k, patch=9)[0]))
+            out.append((f"steps {key} {i}", lambda k=key, im=img, p=(-1, 5, 20)[i]:
+                        steps_tab.steps_api(im, k, 2, p)))
+            out.append((f"take_away {key} {i}", lambda k=key, im=img, m=("LeGrad", "occlusion", "random order")[i]:
+                        removal_tab.removal_api(im, k, m, 7)))
+            out.append((f"predict {key} {i}", lambda k=key, im=img: explore.predict(im, k)))
+        out.append((f"model {key}", lambda k=key: model_tab.model_view(k, 12)))
+    out.append(("compare", lambda: compare.compare(IMAGES[0], "cifar10", tv_key, method="LeGrad")))
+    out.append(("explain mnist", lambda: explore.explain(DIGIT, "mnist", "max", 0.5, PREDICTED, 3, 4, 10)))
+    out.append(("steps mnist", lambda: steps_tab.steps_api(DIGIT, "mnist", 4, 3)))
+    return out
+
+
+def run_all(jobs, threads: int, rounds: int, seed: int = 0) -> dict[str, list]:
+    """Every job `rounds` times, in a shuffled order, on `threads` threads at once; {name: [canonical reply or
+    the exception]}."""
+    order = [job for job in jobs for _ in range(rounds)]
+    random.Random(seed).shuffle(order)
+    start = threading.Barrier(threads)
+
+    def one(job):
+        name, fn = job
+        try:
+            return name, canonical(fn())
+        except Exception as e:  # noqa: BLE001 - the test reports every failure, whatever it is
+            return name, e
+
+    def first(job):
+        try:
+            start.wait(timeout=30)
+        except threading.BrokenBarrierError:
+            pass
+        return one(job)
+
+    got: dict[str, list] = {}
+    with ThreadPoolExecutor(threads) as pool:
+        for name, reply in pool.map(first, order[:threads]):
+            got.setdefault(name, []).append(reply)
+        for name, reply in pool.map(one, order[threads:]):
+            got.setdefault(name, []).append(reply)
+    return got
+
+
+def test_every_endpoint_answers_alone_and_in_a_crowd_the_same(small_data, shared_torchvision):
+    torch.set_num_threads(2)
+    jobs = calls(shared_torchvision)
+    alone = {name: canonical(fn()) for name, fn in jobs}
+    crowd = run_all(jobs, threads=8, rounds=2)
+    errors = {n: r for n, rs in crowd.items() for r in rs if isinstance(r, Exception)}
+    assert not errors, f"{len(errors)} calls failed under load, e.g. {next(iter(errors.items()))}"
+    different = sorted(n for n, rs in crowd.items() for r in rs if r != alone[n])
+    assert not different, f"{len(different)} replies differ from the same call made alone: {different[:5]}"
+    assert sum(len(rs) for rs in crowd.values()) == 2 * len(jobs)
+
+
+def test_a_training_models_snapshot_is_drawn_while_it_trains():
+    """Live-run snapshots draw from the training model between steps; an explain on another thread at the
+    same moment must neither change its mode nor see its tensors."""
+    from vitviz import interpret as I
+    from vitviz.model import ViT, make_config
+
+    torch.manual_seed(0)
+    training = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4, dropout=0.1)).train()
+    shared = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).eval()
+    torch.nn.init.normal_(shared.head.weight, std=0.5)
+    x = torch.randn(2, 3, 32, 32)
+    want = I.attention_and_relevance(shared, x)
+    stop, seen_modes, replies = threading.Event(), set(), []
+
+    def train_steps():
+        opt = torch.optim.SGD(training.parameters(), lr=0.01)
+        for _ in range(30):
+            seen_modes.add(training.training)
+            loss = training(torch.randn(8, 3, 32, 32)).logsumexp(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            I.attention_maps(training, x)  # a snapshot between steps, as the live run draws them
+        stop.set()
+
+    def explain():
+        while not stop.is_set() and len(replies) < 200:
+            replies.append(I.attention_and_relevance(shared, x))
+
+    t = threading.Thread(target=train_steps)
+    e = threading.Thread(target=explain)
+    t.start(), e.start()
+    t.join(120), e.join(120)
+    assert seen_modes == {True} and training.training and not shared.training
+    assert replies
+    for r in replies:
+        for k in ("logits", "attn", "grad_rollout", "lens", "norms"):
+            assert torch.equal(r[k], want[k]), k
+
+
+def test_no_hook_is_left_or_used(tiny_model):
+    """The forward returns what the pictures need: no hook is ever registered on a shared model."""
+    from vitviz import interpret as I
+    from vitviz import methods
+
+    x = torch.randn(1, 3, 32, 32)
+    calls_seen = []
+    real = torch.nn.Module.register_forward_hook
+
+    def spy(self, *a, **k):
+        calls_seen.append(type(self).__name__)
+        return real(self, *a, **k)
+
+    torch.nn.Module.register_forward_hook = spy
+    try:
+        I.attention_and_relevance(tiny_model, x)
+        I.walk(tiny_model, x)
+        I.token_norms(tiny_model, x)
+        for name in methods.METHODS:
+            methods.relevance(tiny_model, x, name)
+        I.forward_with_attention(small_torchvision_vit(), x, grad=True)
+    finally:
+        torch.nn.Module.register_forward_hook = real
+    assert calls_seen == []
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in tiny_model.modules())
+
+
+def test_the_reference_is_not_trivially_equal():
+    """The comparison can fail: two different calls give different canonical replies."""
+    a = canonical(explore.explain(IMAGES[0], "cifar10", patch=5))
+    b = canonical(explore.explain(IMAGES[1], "cifar10", patch=5))
+    assert a != b
