@@ -1,13 +1,16 @@
-"""Explore latency and training progress while several visitors share the app.
+"""Explore under load: errors, silently different replies, latency and throughput, idle and during a run.
 
-    python benchmarks/load.py [--clients 0 1 4 8] [--budget 30] [--data ../shared/data]
+    python benchmarks/load.py [--clients 1 4 8] [--seconds 20] [--budget 30] [--data ../shared/data]
 
-Launches `python app.py` on 127.0.0.1, then for each number of Explore clients: starts one
-time-budgeted training run (the quick preset) through gradio_client, and while it trains, that
-many clients call /explain in a loop on gallery images (each loop ends when the run does, and
-after at most budget + 60 s). Prints the /explain median and 90th-percentile latency and the
-run's steps, with the steps as a share of the run with no Explore clients, measured in the
-same invocation. A run's budget is wall-clock time, so the share is what other visitors cost it.
+Launches `python app.py` on 127.0.0.1. First one client makes every call of a fixed set once,
+alone: /explain on gallery images with different patches, layers and class-map methods. Those
+replies are the references. Then for each number of clients, twice (the app idle, and while one
+time-budgeted training run of the quick preset trains through /train), that many gradio_client
+clients call /explain from the same set in a loop for `--seconds` (bounded in time and count).
+Every reply is compared with its reference, picture by picture in pixels and text by text: a
+failed call is an error, a reply that differs is "different". Both must be 0. Prints the calls,
+errors, different replies, median and p95 latency, calls per second, and the run's training steps
+as a share of the same run with no clients, measured in the same invocation.
 """
 from __future__ import annotations
 
@@ -21,6 +24,9 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+from PIL import Image
+
 from app_latency import free_port
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -31,6 +37,9 @@ sys.path.insert(0, str(ROOT))
 from gradio_client import Client, handle_file  # noqa: E402
 
 from vitviz import gallery  # noqa: E402
+
+METHODS = ("gradient rollout", "LeGrad", "occlusion")
+MAX_CALLS = 2000  # per round, whatever the time
 
 
 def start_app(data: str | None) -> tuple[subprocess.Popen, str]:
@@ -53,65 +62,107 @@ def start_app(data: str | None) -> tuple[subprocess.Popen, str]:
             time.sleep(0.5)
 
 
-def explore_loop(url: str, done: threading.Event, hard_stop: float, out: list[float], errors: list[str]):
+def requests() -> list[dict]:
+    """The fixed set of /explain calls: images x patches x layers x methods."""
+    images = [p for p, _ in gallery.items("cifar10")][:6]
+    return [dict(image=path, patch=-1 if i % 5 == 0 else (7 * i) % 64, layer=1 + i % 6, head=1 + i % 3,
+                 method=METHODS[i % 3]) for i, path in enumerate(images * 2)]
+
+
+def call(client: Client, r: dict):
+    return client.predict(handle_file(r["image"]), patch=r["patch"], layer=r["layer"], head=r["head"],
+                          method=r["method"], api_name="/explain")
+
+
+def canonical(reply) -> list:
+    """Pictures as their pixels, texts as they are."""
+    out = []
+    for v in reply:
+        if isinstance(v, str) and v.startswith("/") and os.path.isfile(v):
+            out.append(np.asarray(Image.open(v)).tobytes())
+        else:
+            out.append(repr(v))
+    return out
+
+
+def client_loop(url, k, reqs, refs, until, stats, lock):
     client = Client(url, verbose=False)
-    images = [p for p, _ in gallery.items("cifar10")]
-    i = 0
-    while not done.is_set() and time.time() < hard_stop:
+    i = k
+    while time.time() < until and stats["calls"] < MAX_CALLS:
+        r = reqs[i % len(reqs)]
         t = time.perf_counter()
         try:
-            client.predict(handle_file(images[i % len(images)]), patch=i % 64, api_name="/explain")
-            out.append(time.perf_counter() - t)
-        except Exception as e:  # counted and reported, not hidden
-            errors.append(type(e).__name__)
+            got = canonical(call(client, r))
+            ok = got == refs[i % len(reqs)]
+            dt = time.perf_counter() - t
+            with lock:
+                stats["latency"].append(dt)
+                stats["different"] += not ok
+        except Exception as e:  # counted and reported, never hidden
+            with lock:
+                stats["errors"].append(type(e).__name__ + ": " + str(e)[:80])
+        with lock:
+            stats["calls"] += 1
         i += 1
 
 
-def one_round(url: str, clients: int, budget: float) -> dict:
-    done = threading.Event()
-    latencies: list[float] = []
-    errors: list[str] = []
-    hard_stop = time.time() + budget + 60
-    job = Client(url, verbose=False).submit(dataset="cifar10", time_budget=budget, epochs=200, api_name="/train")
-    while not job.outputs() and time.time() < hard_stop:  # the run has started
-        time.sleep(0.2)
-    threads = [threading.Thread(target=explore_loop, args=(url, done, hard_stop, latencies, errors)) for _ in range(clients)]
+def one_round(url, clients, seconds, reqs, refs, budget=None) -> dict:
+    stats, lock = {"calls": 0, "latency": [], "different": 0, "errors": []}, threading.Lock()
+    job = None
+    if budget:
+        job = Client(url, verbose=False).submit(dataset="cifar10", time_budget=budget, epochs=200,
+                                                api_name="/train")
+        deadline = time.time() + 60
+        while not job.outputs() and time.time() < deadline:  # the run has started
+            time.sleep(0.2)
+    start = time.time()
+    threads = [threading.Thread(target=client_loop, args=(url, k, reqs, refs, start + seconds, stats, lock))
+               for k in range(clients)]
     for t in threads:
         t.start()
-    job.result()
-    done.set()
     for t in threads:
-        t.join()
-    final = job.outputs()[-1][0]
-    steps = int(re.search(r"after ([\d,]+) steps", final).group(1).replace(",", ""))
-    slowed = any("Slowed by other visitors" in str(o[0]) for o in job.outputs())
-    lat = sorted(latencies)
-    return {"clients": clients, "steps": steps, "calls": len(lat), "slowed_note": slowed, "errors": len(errors),
+        t.join(seconds + 120)
+    wall = time.time() - start
+    steps = None
+    if job is not None:
+        job.result()
+        steps = int(re.search(r"after ([\d,]+) steps", job.outputs()[-1][0]).group(1).replace(",", ""))
+    lat = sorted(stats["latency"])
+    return {"clients": clients, "run": budget is not None, "calls": stats["calls"], "errors": stats["errors"],
+            "different": stats["different"], "per_s": len(lat) / wall,
             "median_ms": 1000 * statistics.median(lat) if lat else None,
-            "p90_ms": 1000 * lat[int(0.9 * (len(lat) - 1))] if lat else None}
+            "p95_ms": 1000 * lat[int(0.95 * (len(lat) - 1))] if lat else None, "steps": steps}
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--clients", type=int, nargs="+", default=[0, 1, 4, 8])
-    p.add_argument("--budget", type=float, default=30)
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--budget", type=float, default=30, help="the training run's time budget (s)")
     p.add_argument("--data", default=os.environ.get("VITVIZ_DATA"))
     a = p.parse_args()
     server, url = start_app(a.data)
     try:
-        rows = [one_round(url, n, a.budget) for n in a.clients]
+        reqs = requests()
+        one = Client(url, verbose=False)
+        refs = [canonical(call(one, r)) for r in reqs]  # each call alone: the references
+        rows = [one_round(url, n, a.seconds, reqs, refs) for n in a.clients]
+        alone = one_round(url, 0, a.budget, reqs, refs, budget=a.budget)
+        rows += [one_round(url, n, a.budget, reqs, refs, budget=a.budget) for n in a.clients]
     finally:
         server.kill()
-    base = rows[0]["steps"] if rows and rows[0]["clients"] == 0 else None
-    print(f"training run: quick preset, {a.budget:g} s budget, on {os.cpu_count()} cores")
-    print("Explore clients | /explain calls (errors) | median ms | p90 ms | training steps | share of 0 clients | "
-          "note shown")
+    print(f"{len(reqs)} distinct /explain calls; {os.cpu_count()} cores; during a run: quick preset, "
+          f"{a.budget:g} s budget, {alone['steps']} steps with no clients")
+    print("clients | training | calls | errors | different | median ms | p95 ms | calls/s | run's steps")
     for r in rows:
-        share = f"{100 * r['steps'] / base:.0f}%" if base else "-"
         med = f"{r['median_ms']:.0f}" if r["median_ms"] else "-"
-        p90 = f"{r['p90_ms']:.0f}" if r["p90_ms"] else "-"
-        print(f"{r['clients']:15d} | {r['calls']:14d} ({r['errors']}) | {med:>9} | {p90:>6} | {r['steps']:14d} | {share:>18} | "
-              f"{'yes' if r['slowed_note'] else 'no'}")
+        p95 = f"{r['p95_ms']:.0f}" if r["p95_ms"] else "-"
+        share = f"{r['steps']} ({100 * r['steps'] / alone['steps']:.0f}%)" if r["steps"] else "-"
+        print(f"{r['clients']:7d} | {'yes' if r['run'] else 'no':>8} | {r['calls']:5d} | {len(r['errors']):6d} | "
+              f"{r['different']:9d} | {med:>9} | {p95:>6} | {r['per_s']:7.2f} | {share}")
+    for r in rows:
+        for e in r["errors"][:3]:
+            print(f"  error with {r['clients']} clients: {e}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Peak memory of a training step, measured, against TrainConfig.peak_memory_gb's estimate.
 
     python benchmarks/train_memory.py            # the calibration grid (a few minutes on 2 cores)
+    python benchmarks/train_memory.py --largest  # each menu architecture at the largest batch that is allowed
 
 Each configuration runs two real training steps (AdamW, bf16 autocast where the CPU has it) in a fresh
 process; the growth of its peak resident memory over the idle process is what the Train tab's
@@ -9,6 +10,7 @@ VITVIZ_TRAIN_MEMORY_GB bound is checked against.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -16,11 +18,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The Train tab's architectures at its extremes (width, depth, heads, patch, preset), each run at the largest batch
+# whose estimate VITVIZ_TRAIN_MEMORY_GB allows: the runs where an estimate below the truth would hurt.
+EXTREMES = [(64, 4, 4, 4, "quick"), (64, 4, 8, 2, "quick"), (384, 12, 8, 2, "tiny"), (384, 12, 8, 4, "tiny"),
+            (512, 12, 16, 4, "tiny"), (32, 1, 1, 2, "quick"), (256, 4, 4, 4, "seed"), (128, 12, 16, 2, "tiny")]
 GRID = [(64, 4, 4, 256, 4), (192, 6, 6, 128, 4), (256, 4, 4, 512, 4), (512, 12, 16, 64, 4), (384, 8, 8, 256, 4),
         (512, 12, 16, 256, 4), (128, 4, 4, 1024, 2)]
 
 
-def one(w: int, d: int, h: int, bs: int, patch: int) -> dict:
+def one(w: int, d: int, h: int, bs: int, patch: int, preset: str = "tiny") -> dict:
     sys.path.insert(0, str(ROOT))
     import torch
 
@@ -30,7 +36,7 @@ def one(w: int, d: int, h: int, bs: int, patch: int) -> dict:
     from vitviz.train_config import TrainConfig
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    cfg = TrainConfig(preset="tiny", embed_dim=w, depth=d, num_heads=h, patch_size=patch, batch_size=bs)
+    cfg = TrainConfig(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch, batch_size=bs)
     empty = Split(torch.zeros(0, 3, 32, 32, dtype=torch.uint8), torch.zeros(0, dtype=torch.long))
     data = Dataset("cifar10", empty, empty, empty, list(CIFAR10_CLASSES), (0.5,) * 3, (0.5,) * 3, True, "none")
     model = build_model(cfg, data).train()
@@ -42,18 +48,34 @@ def one(w: int, d: int, h: int, bs: int, patch: int) -> dict:
     for _ in range(2):
         train_step(model, opt, x, y, 1e-3, cfg, precision)
     grow = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 2**20  # KiB -> GB
-    return dict(config=[w, d, h, bs, patch], measured_gb=round(grow, 2), estimate_gb=round(cfg.peak_memory_gb(), 2),
+    return dict(config=[w, d, h, bs, patch, preset], measured_gb=round(grow, 2), estimate_gb=round(cfg.peak_memory_gb(), 2),
                 step_s=round((time.perf_counter() - t) / 2, 2))
 
 
+def largest(w: int, d: int, h: int, patch: int, preset: str) -> tuple:
+    """(w, d, h, the largest batch the memory bound allows, patch, preset)."""
+    sys.path.insert(0, str(ROOT))
+    from vitviz.train_config import TrainConfig, largest_batch
+
+    limit = float(os.environ.get("VITVIZ_TRAIN_MEMORY_GB") or 4)
+    cfg = TrainConfig(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch)
+    return w, d, h, largest_batch(cfg, limit), patch, preset
+
+
+def measure(c: tuple) -> dict:
+    """One configuration's peak, in a fresh process."""
+    out = subprocess.run([sys.executable, __file__, *map(str, c)], capture_output=True, text=True, timeout=900)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main():
-    if len(sys.argv) == 6:
-        print(json.dumps(one(*map(int, sys.argv[1:]))))
+    if len(sys.argv) in (6, 7):
+        print(json.dumps(one(*map(int, sys.argv[1:6]), *sys.argv[6:])))
         return
+    grid = [largest(*c) for c in EXTREMES] if "--largest" in sys.argv else GRID
     print("width depth heads batch patch | measured GB | estimate GB | ratio | s/step")
-    for c in GRID:
-        out = subprocess.run([sys.executable, __file__, *map(str, c)], capture_output=True, text=True, timeout=600)
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+    for c in grid:
+        r = measure(c)
         print(f"{' '.join(map(str, c)):>24} | {r['measured_gb']:11.2f} | {r['estimate_gb']:11.2f} | "
               f"{r['estimate_gb'] / r['measured_gb']:5.2f} | {r['step_s']:.2f}", flush=True)
 

@@ -47,3 +47,12 @@ def serve_app(folder, env: dict, seconds: float = 120):
                 server.kill()
                 pytest.fail(f"the app in {folder} did not start:\n" + (server.stdout.read() or "")[-3000:])
             time.sleep(0.5)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -205,8 +205,11 @@ def test_model_view_and_clicks():
 
 
 class FakeRequest:
-    def __init__(self, h):
+    """What a handler reads of gr.Request: the session, and the caller's address (None: not known)."""
+
+    def __init__(self, h, host=None):
         self.session_hash = h
+        self.client = type("Client", (), {"host": host})()
 
 
 def test_train_handler_streams_and_stops_quickly():
@@ -351,25 +354,22 @@ def test_api_train_streams_updates(client):
     assert len(final[5]) == 2
 
 
-def test_api_second_training_waits_in_line(client):
-    from gradio_client.utils import Status
-
-    first = client.submit(width=32, heads=2, depth=1, epochs=50, time_budget=6, batch_size=16, api_name="/train")
-    deadline = time.time() + 20
-    running = (Status.PROCESSING, Status.ITERATING)
-    while first.status().code not in running and time.time() < deadline:
-        time.sleep(0.1)
-    second = client.submit(width=32, heads=2, depth=1, epochs=1, batch_size=16, api_name="/train")
-    seen_queue = False
-    while not first.done() and time.time() < deadline + 20:
-        st = second.status()
-        if st.code in (Status.IN_QUEUE, Status.SENDING_DATA, Status.JOINING_QUEUE) and st.rank is not None:
-            seen_queue = True
-        time.sleep(0.2)
-    first.result()
-    second.result()
-    assert seen_queue
-    assert "Finished" in second.outputs()[-1][0]
+def test_a_second_visitor_waits_in_line_and_sees_their_place(small_data):
+    """Two page visitors (two sessions, one address, as a class behind one network): the second waits, is told
+    its place, and trains once the first has finished."""
+    form = ["cifar10", "quick", 1, 2, 32, 4, 50, 3, 16, 0.006, 0, False, 0]
+    first = train_tab.train_page(*form, models.Visitor(), request=FakeRequest("a"))
+    assert "Waiting" not in str(next(first)[0])  # the first trains at once
+    second = train_tab.train_page(*form, models.Visitor(), request=FakeRequest("b"))
+    got = [next(second)]
+    assert "Waiting for the training slot" in got[0][0] and "number 1 in line" in got[0][0]
+    third = list(train_tab.train_page(*form, models.Visitor(), request=FakeRequest("a")))
+    assert len(third) == 1 and "one per visitor" in third[0][0]  # the same session again: refused
+    for _ in first:  # the first run ends at its 3 s budget
+        pass
+    got += list(second)
+    assert "Finished" in got[-1][0]
+    assert train_tab.PLACES.counts() == (0, 0)
 
 
 def test_api_export_returns_the_zip_and_the_attention(client):

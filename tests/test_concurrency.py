@@ -210,3 +210,49 @@ def test_the_reference_is_not_trivially_equal():
     a = canonical(explore.explain(IMAGES[0], "cifar10", patch=5))
     b = canonical(explore.explain(IMAGES[1], "cifar10", patch=5))
     assert a != b
+
+
+def test_six_clients_through_the_running_app_get_what_one_gets_alone(small_data):
+    """The same through Gradio: six gradio_client clients at once, on every endpoint that draws."""
+    from gradio_client import Client, handle_file
+
+    from vitviz.app import build_demo, launch
+    from helpers import free_port
+
+    demo = build_demo()
+    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        paths = [im["path"] for im in IMAGES]
+        jobs = []
+        for i, path in enumerate(paths):
+            jobs += [(f"explain {i}", "/explain", dict(image=handle_file(path), patch=(3, 30, 60)[i],
+                                                        method=("LeGrad", "gradient rollout", "occlusion")[i])),
+                     (f"steps {i}", "/steps", dict(image=handle_file(path), block=1 + i, patch=i * 7)),
+                     (f"take_away {i}", "/take_away", dict(image=handle_file(path), k=4 + i)),
+                     (f"predict {i}", "/predict", dict(image=handle_file(path)))]
+        jobs.append(("compare", "/compare", dict(image=handle_file(paths[1]), model_b="cifar10/random-head")))
+        jobs.append(("export", "/export", dict(image=handle_file(paths[2]), patch=11)))
+        one = Client(url, verbose=False)
+        alone = {name: canonical(one.predict(api_name=api, **kw)) for name, api, kw in jobs}
+        clients = [Client(url, verbose=False) for _ in range(6)]
+        order = [job for job in jobs for _ in range(2)]
+        random.Random(1).shuffle(order)
+
+        def client_loop(k: int):
+            out = []
+            for name, api, kw in order[k::6]:
+                try:
+                    out.append((name, canonical(clients[k].predict(api_name=api, **kw))))
+                except Exception as e:  # noqa: BLE001 - reported below
+                    out.append((name, e))
+            return out
+
+        with ThreadPoolExecutor(6) as pool:
+            replies = [r for rs in pool.map(client_loop, range(6)) for r in rs]
+    finally:
+        demo.close()
+    assert len(replies) == len(order)
+    errors = [(n, r) for n, r in replies if isinstance(r, Exception)]
+    assert not errors, errors[:3]
+    different = [n for n, r in replies if r != alone[n]]
+    assert not different, different

@@ -133,18 +133,26 @@ def read_result(url, event_id, timeout=60):
         return "".join(r.iter_text())
 
 
-def test_an_abandoned_run_ends_at_the_cap_and_the_queue_is_bounded(app):
+def test_an_abandoned_run_ends_at_the_cap_and_one_caller_holds_one_place(app):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
     t0 = time.perf_counter()
     first = post_train(app)  # its result is never read
     assert first.status_code == 200
     time.sleep(1.0)
-    second = post_train(app)  # waits for the slot
-    assert second.status_code == 200
-    time.sleep(0.5)
-    third = post_train(app)  # past the bound: told to come back
-    assert third.status_code != 200 and "queue is full" in third.json()["detail"]
-    assert "try again" in third.json()["detail"]
-    text = read_result(app, second.json()["event_id"], timeout=60)
+    second = post_train(app)  # the same address: one place per caller
+    text = read_result(app, second.json()["event_id"], timeout=30)
+    assert "one per visitor" in text and "Traceback" not in text
+    with pytest.raises(AppError, match="one per visitor"):  # gradio_client shows the sentence itself
+        Client(app, verbose=False).predict(*TRAIN_ARGS, api_name="/train")
+    deadline = time.time() + 40
+    while time.time() < deadline:  # the abandoned run ends at the 4 s cap and gives its place back
+        third = post_train(app)
+        text = read_result(app, third.json()["event_id"], timeout=60)
+        if "one per visitor" not in text:
+            break
+        time.sleep(0.5)
     assert "Finished" in text and time.perf_counter() - t0 < 2 * 4 + 40  # two capped runs, one after the other
 
 

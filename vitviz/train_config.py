@@ -65,16 +65,20 @@ class TrainConfig:
     def peak_memory_gb(self) -> float:
         """An upper estimate of the memory a training step of this run takes, in GB, over the idle process.
 
-        Fitted to the peaks measured by benchmarks/train_memory.py on 2 CPU cores (widths 64-512, depths
-        4-12, batches 64-1024, patches 2 and 4): a fixed 0.4 GB, 12 bytes a parameter's float (weights,
-        gradients, AdamW's two moments, bf16 copies and the allocator's slack), 16x each layer's token
-        activations and 0.3x its attention matrices; it lies 1.1-1.6x above every measured peak."""
+        Fitted to the peaks measured by benchmarks/train_memory.py on 2 CPU cores (widths 32-512, depths
+        1-12, batches 38-2048, patches 2 and 4, with and without dropout; each architecture of the Train tab's
+        extremes at the largest batch the bound allows): a fixed 0.4 GB, 12 bytes a parameter's float
+        (weights, gradients, AdamW's two moments, bf16 copies and the allocator's slack), 16x each layer's
+        token activations, 0.3x its attention matrices and, with dropout, 6 bytes for each dropped element
+        (the kept mask and the scaled copy). It lies 1.1-2.1x above every measured peak."""
         cfg = self.model_config()
         n = cfg.num_patches + 1
         params = sum(_param_count(cfg))
         tokens = self.batch_size * cfg.depth * n * cfg.embed_dim * 4 * (1 + cfg.mlp_ratio) / 3
         attention = self.batch_size * cfg.depth * cfg.num_heads * n * n * 4
-        return (0.4 * 2**30 + 12 * params * 4 + 16 * tokens + 0.3 * attention) / 2**30
+        hidden = int(cfg.embed_dim * cfg.mlp_ratio)
+        dropped = self.batch_size * cfg.depth * n * (2 * cfg.embed_dim + hidden) if cfg.dropout > 0 else 0
+        return (0.4 * 2**30 + 12 * params * 4 + 16 * tokens + 0.3 * attention + 6 * dropped) / 2**30
 
     @classmethod
     def parse(cls, **values) -> "TrainConfig":
@@ -204,3 +208,17 @@ def _coerce(name: str, value, hint):
             raise ConfigError(f"{label} must be a whole number, not {_show(value)}.")
         return int(number)
     return number
+
+
+def largest_batch(cfg: TrainConfig, limit_gb: float = 4.0, lo: int = 8, hi: int = 2048) -> int:
+    """The largest batch size (lo..hi) whose estimated peak memory for `cfg`'s model is within `limit_gb`; `lo`
+    when even that is over it."""
+    from dataclasses import replace
+
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if replace(cfg, batch_size=mid).peak_memory_gb() <= limit_gb:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

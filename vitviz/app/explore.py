@@ -20,7 +20,8 @@ from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
 from ..methods import CLASS_MAPS, METHODS
 from .activity import ACTIVITY
 from .limits import occlusion_note
-from .inputs import FUSIONS, PREDICTED, FieldError, choice, number, patch_index, pixels_for, read_image, whole
+from .inputs import (FUSIONS, PREDICTED, FieldError, choice, layer_index, number, patch_index, pixels_for,
+                     read_image)
 from . import models
 from .models import DEFAULT_EXAMPLE, resolve_model, visitor
 from .widgets import help_line, pic
@@ -36,7 +37,8 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
     with ACTIVITY:
         v = visitor(state)
         model = resolve_model(model_key, v)
-        o = _options(card_of(model).config, fusion, discard, layer, head, patch, alpha, smooth, shared, method)
+        o, clamped = _options(card_of(model).config, fusion, discard, layer, head, patch, alpha, smooth, shared,
+                              method)
         too_costly = o.method == "occlusion" and occlusion_note(card_of(model).config)
         if too_costly:
             raise FieldError(too_costly, "target")
@@ -50,18 +52,22 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
             v.last = (key, views.analyse(model, pixels, t))
         ex = v.last[1]
         view, fresh = pictures.render_explore(model, ex, o, v.pictures)
+        if clamped:
+            view.summary = f"{clamped}\n\n{view.summary}"
         return view, fresh, ex, v
 
 
-def _options(cfg, fusion, discard, layer, head, patch, alpha, smooth, shared, method) -> pictures.Options:
+def _options(cfg, fusion, discard, layer, head, patch, alpha, smooth, shared, method) -> tuple[pictures.Options, str]:
+    """The options, and the sentences saying which layer or head was brought into this model's range."""
+    layer, layer_note = layer_index(layer, "The layer", cfg.depth, default=cfg.depth)
+    head, head_note = layer_index(head, "The head", cfg.num_heads, default=1)
     return pictures.Options(
         fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0),
-        layer=min(max(1, whole(layer, "The layer", -10**9, 10**9, default=cfg.depth)), cfg.depth),
-        head=min(max(1, whole(head, "The head", -10**9, 10**9, default=1)), cfg.num_heads),
-        patch=patch_index(patch, cfg.num_patches),
+        layer=layer, head=head, patch=patch_index(patch, cfg.num_patches),
         alpha=number(alpha, "The map opacity", 0.0, 1.0, default=0.6),
-        smooth=bool(smooth), shared=bool(shared), method=_method(method))
+        smooth=bool(smooth), shared=bool(shared), method=_method(method)), " ".join(n for n in (layer_note,
+                                                                                               head_note) if n)
 
 
 def _method(method) -> str:

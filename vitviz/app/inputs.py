@@ -62,8 +62,9 @@ def pixels_for(model, payload) -> np.ndarray:
         raise FieldError(f"That image could not be used: {e}.", "image") from None
 
 
-def number(value, what: str, lo: float, hi: float, default: float | None = None) -> float:
-    """A finite number in [lo, hi]; None or '' gives `default`."""
+def number(value, what: str, lo: float, hi: float, default: float | None = None, where: str = "") -> float:
+    """A finite number in [lo, hi]; None or '' gives `default`. `where` ends the out-of-range sentence
+    (" for this model")."""
     if value is None or (isinstance(value, str) and not value.strip()):
         if default is None:
             raise gr.Error(f"{what} needs a value.")
@@ -75,13 +76,13 @@ def number(value, what: str, lo: float, hi: float, default: float | None = None)
     if not math.isfinite(v):
         raise gr.Error(f"{what} must be a finite number, not {str(value)[:30]}.")
     if not lo <= v <= hi:
-        raise gr.Error(f"{what} must be between {lo:g} and {hi:g}; {v:g} is out of range.")
+        raise gr.Error(f"{what} must be between {lo:g} and {hi:g}{where}; {v:g} is out of range.")
     return v
 
 
-def whole(value, what: str, lo: int, hi: int, default: int | None = None) -> int:
+def whole(value, what: str, lo: int, hi: int, default: int | None = None, where: str = "") -> int:
     """A whole number in [lo, hi]; None or '' gives `default`."""
-    v = number(value, what, lo, hi, default)
+    v = number(value, what, lo, hi, default, where)
     if v != int(v):
         raise gr.Error(f"{what} must be a whole number, not {v:g}.")
     return int(v)
@@ -96,14 +97,25 @@ def choice(value, what: str, options: list[str], default: str | None = None) -> 
 
 
 def patch_index(value, num_patches: int) -> int | None:
-    """A selected patch: None for none (-1 or empty); a sentence for one off the grid."""
+    """A selected patch: None for none (-1 or empty); a sentence, with this model's range, for one off the grid."""
     try:
-        p = whole(value, "The selected patch", -1, 10**9, default=-1)
+        p = whole(value, "The selected patch", -math.inf, math.inf, default=-1)
     except gr.Error as e:
         raise about("patch", e) from None
-    if p < 0:
-        return None
-    if p >= num_patches:
-        raise FieldError(f"Patch {p} is not on this model's grid: patches are numbered 0 to {num_patches - 1} "
-                       "(-1 for the CLS token).", "patch")
-    return p
+    if not -1 <= p < num_patches:
+        raise FieldError(f"Patch {p} is not on this model's grid: the patch must be between -1 and {num_patches - 1} "
+                         f"(patches are numbered 0 to {num_patches - 1}; -1 is the CLS token).", "patch")
+    return None if p < 0 else p
+
+
+def layer_index(value, what: str, count: int, default: int) -> tuple[int, str]:
+    """A 1-based layer, head or block of this model, and '' or the sentence saying it was brought into range:
+    a value past this model's 1 to `count` (another model's layer, a stale slider) shows the nearest one, and
+    the page and the API's reply say so."""
+    v = whole(value, what, -math.inf, math.inf, default=default)
+    shown = min(max(1, v), count)
+    if shown == v:
+        return v, ""
+    noun = what.removeprefix("The ").lower()
+    return shown, (f"⚠️ {noun.capitalize()} {v} is not in this model, which has {noun}s 1 to {count}: {noun} "
+                   f"{shown} is shown.")

@@ -9,6 +9,8 @@ change it without a restart); the README lists them all.
     VITVIZ_TRAIN_MEMORY_GB    4     a run whose estimated peak memory is larger is refused
     VITVIZ_MAX_UPLOAD_MB      20    largest upload (Gradio refuses a larger file before it is stored)
     VITVIZ_CACHE_MAX_AGE_S    3600  Gradio's cached files older than this are deleted (checked every 10 min)
+    VITVIZ_CACHE_MAX_MB       500   Gradio's cached files take at most this much disk (oldest deleted first)
+    VITVIZ_CACHE_CHECK_S      5     how often that size is checked
     VITVIZ_STATE_TTL_S        1800  a visitor's own models are freed this long after their last action
     VITVIZ_KEEP_FOLDERS       20    folders of each kind (runs, exports, images) kept on disk
     VITVIZ_QUEUE_SIZE         64    requests waiting in Gradio's queue, all events together
@@ -28,7 +30,8 @@ from ..train_config import TrainConfig
 DEFAULTS = {"VITVIZ_MAX_TRAIN_SECONDS": 300, "VITVIZ_TRAIN_SLOTS": 1, "VITVIZ_TRAIN_QUEUE": 4,
             "VITVIZ_TRAIN_MEMORY_GB": 4.0, "VITVIZ_MAX_UPLOAD_MB": 20, "VITVIZ_CACHE_MAX_AGE_S": 3600,
             "VITVIZ_STATE_TTL_S": 1800, "VITVIZ_QUEUE_SIZE": 64, "VITVIZ_RETRY_LOAD_S": 60,
-            "VITVIZ_MODEL_CACHE": 8, "VITVIZ_MAX_MAP_GFLOP": 100}
+            "VITVIZ_MODEL_CACHE": 8, "VITVIZ_MAX_MAP_GFLOP": 100, "VITVIZ_CACHE_MAX_MB": 500,
+            "VITVIZ_CACHE_CHECK_S": 5}
 
 
 def get(name: str) -> float:

@@ -39,8 +39,9 @@ def summary_of(model) -> views.ModelSummary:
 
 def _position(model, position) -> int:
     cfg = card_of(model).config
-    p = whole(position, "The position", -1, 10**9, default=-1)
-    return views.default_position(cfg) if p < 0 or p >= cfg.num_patches else p
+    p = whole(position, "The position", -1, cfg.num_patches - 1, default=-1,
+              where=f" for this model (positions 0 to {cfg.num_patches - 1}; -1: the centre one)")
+    return views.default_position(cfg) if p < 0 else p
 
 
 def model_view(model_key: str, position=-1, state=None):

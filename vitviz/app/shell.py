@@ -6,6 +6,10 @@ change updates Explore's controls, then the Model tab, then Explore's pictures.
 """
 from __future__ import annotations
 
+import atexit
+import signal
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +18,7 @@ import gradio as gr
 from . import compare, explore, model_tab, removal_tab, steps_tab, train_tab
 from .. import scratch
 from . import limits
+from .public import APP_KWARGS, PublicBlocks
 from .models import Visitor, look_at, model_choices, release_session, release_state, upload_checkpoint
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -71,7 +76,7 @@ class Shell:
 
 def build_demo() -> gr.Blocks:
     scratch.prune_all()  # what an earlier run of the app left
-    with gr.Blocks(title="vitviz: see how a ViT sees", delete_cache=limits.delete_cache(), fill_width=True) as demo:
+    with PublicBlocks(title="vitviz: see how a ViT sees", delete_cache=limits.delete_cache(), fill_width=True) as demo:
         state = gr.State(Visitor(), time_to_live=limits.get("VITVIZ_STATE_TTL_S"), delete_callback=release_state)
         with gr.Row(equal_height=False, elem_id="app-head"):
             with gr.Column(scale=1, min_width=360):
@@ -127,10 +132,18 @@ def build_demo() -> gr.Blocks:
 
 
 def launch(demo: gr.Blocks | None = None, **kw):
+    """Serve the app. Gradio's cached files are kept under VITVIZ_CACHE_MAX_MB while it runs, and removed with
+    the app's own folders when it exits normally (Ctrl-C, SIGTERM, demo.close())."""
     demo = demo or build_demo()
     demo.queue(default_concurrency_limit=2, max_size=limits.queue_size())
+    if isinstance(demo, PublicBlocks):
+        demo.bound_cache()
+    if not kw.get("prevent_thread_lock") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a Space stopping the app: exit normally
+    atexit.register(scratch.remove_own)
     kw.setdefault("allowed_paths", [str(ASSETS)])
     kw.setdefault("show_error", True)
     kw.setdefault("css", CSS)
     kw.setdefault("max_file_size", limits.upload_limit())
+    kw.setdefault("app_kwargs", APP_KWARGS)
     return demo.launch(**kw)

@@ -12,7 +12,7 @@ from .. import steps
 from ..card import card_of
 from ..pictures import PictureCache, click_to_token
 from .activity import ACTIVITY
-from .inputs import patch_index, pixels_for, whole
+from .inputs import layer_index, patch_index, pixels_for
 from .models import follower, resolve_model, visitor
 from .widgets import pic
 
@@ -33,7 +33,7 @@ def step_view(image, model_key: str = "cifar10", block: float = 1, patch: float 
         v = visitor(state)
         model = resolve_model(model_key, v)
         cfg = card_of(model).config
-        b = min(max(1, whole(block, "The block", -10**9, 10**9, default=1)), cfg.depth)
+        b, clamped = layer_index(block, "The block", cfg.depth, default=1)
         p = patch_index(patch, cfg.num_patches)
         pixels = pixels_for(model, image)
         key = (model_key, id(model), hash(pixels.tobytes()))
@@ -41,6 +41,8 @@ def step_view(image, model_key: str = "cifar10", block: float = 1, patch: float 
             v.walk = (key, steps.walk_image(model, pixels))
             v.step_pictures = PictureCache()
         view, fresh = steps.render_steps(model, v.walk[1], b, p, v.step_pictures)
+        if clamped:
+            view.block_text = f"{clamped}\n\n{view.block_text}"
     return view, fresh, v
 
 

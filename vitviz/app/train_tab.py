@@ -20,9 +20,9 @@ from ..train_config import ConfigError
 from . import limits
 from .activity import ACTIVITY
 from .models import model_choices, remember, visitor
+from .places import PLACES, Refused
 from .widgets import help_line, pic, progress_html
 
-TRAIN_SLOTS = int(limits.get("VITVIZ_TRAIN_SLOTS"))
 ZERO_GPU = zerogpu.enabled()  # Hugging Face ZeroGPU: a GPU is attached for each run
 
 
@@ -65,11 +65,16 @@ def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float 
               lr: float | None = None, subset: float | None = None, augment: bool | None = None, seed: float = 0,
               state=None, request: gr.Request = None):
     """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state,
-    and at the end the Compare menus with the epoch snapshots). No argument: the default quick run."""
+    and at the end the Compare menus with the epoch snapshots). No argument: the default quick run. An API
+    caller holds at most one place per address (see vitviz.app.places)."""
+    form = (dataset, preset, depth, heads, width, patch, epochs, time_budget, batch_size, lr, subset, augment, seed)
+    yield from _train(form, state, request, page=False)
+
+
+def _train(form: tuple, state, request: gr.Request | None, page: bool):
     v = remember(visitor(state), request)
     try:
-        cfg = live.run_config(device(), **settings(dataset, preset, depth, heads, width, patch, epochs, time_budget,
-                                                   batch_size, lr, subset, augment, seed))
+        cfg = live.run_config(device(), **settings(*form))
     except ConfigError as e:
         raise gr.Error(str(e)) from None
     cfg, capped = limits.cap_time(cfg, zerogpu.gpu_seconds_cap() - GPU_MARGIN_S if ZERO_GPU else None)
@@ -82,25 +87,45 @@ def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float 
         live.check_fits(cfg)
     except ConfigError as e:
         raise gr.Error(str(e)) from None
-    key = _session_key(request)
-    stop = live.STOPS.new(key, across_processes=ZERO_GPU)  # on ZeroGPU the run lives in a forked worker
+    address = None if page else getattr(getattr(request, "client", None), "host", None)
     try:
-        for up in stream(cfg, stop, note=capped, others=ACTIVITY.recent):
-            yield _outputs(up, v)
+        place = PLACES.enter(getattr(request, "session_hash", None), address)
+    except Refused as e:
+        raise gr.Error(str(e)) from None
+    try:
+        while not place.wait(1.0):
+            yield _waiting(place.ahead(), v)
+        key = _session_key(request)
+        stop = live.STOPS.new(key, across_processes=ZERO_GPU)  # on ZeroGPU the run lives in a forked worker
+        try:
+            for up in stream(cfg, stop, note=capped, others=ACTIVITY.recent):
+                yield _outputs(up, v)
+        finally:
+            live.STOPS.clear(key, stop)
+            memory.give_back()  # what the run's activations and optimizer held
     finally:
-        live.STOPS.clear(key, stop)
-        memory.give_back()  # what the run's activations and optimizer held
+        place.leave()
+
+
+def _waiting(ahead: int, v) -> tuple:
+    running, _ = PLACES.counts()
+    return (f"Waiting for the training slot: {running} run(s) training, you are number {ahead} in line. Your "
+            "run starts by itself.", *[gr.skip()] * 5, v, gr.skip(), gr.skip())
 
 
 @functools.wraps(train_run)
 def train_page(*args, **kwargs):
     """The Train button: as /train, but settings that cannot be used are said in the status line (the API gets
     the same sentence as an error); the other outputs, the Compare menus among them, stay as they were."""
+    state = kwargs.get("state", args[len(FORM)] if len(args) > len(FORM) else None)
+    form = args[:len(FORM)] + tuple(kwargs.get(k) for k in TRAIN_PARAMS[len(args):len(FORM)])
     try:
-        yield from train_run(*args, **kwargs)
+        yield from _train(form, state, kwargs.get("request"), page=True)
     except gr.Error as e:
-        state = kwargs.get("state", args[len(FORM)] if len(args) > len(FORM) else None)
         yield (f"⚠️ {e.message}", *[gr.skip()] * 5, visitor(state), gr.skip(), gr.skip())
+
+
+TRAIN_PARAMS = list(inspect.signature(train_run).parameters)
 
 
 def _outputs(up: live.Update, v) -> tuple:
@@ -121,35 +146,6 @@ def _outputs(up: live.Update, v) -> tuple:
             up.pos_tiles if up.pos_tiles is not None else skip,
             up.files if up.files else skip,
             v, *menus)
-
-
-def _train_queue(demo: gr.Blocks) -> tuple[int, int]:
-    """(runs training now, visitors waiting for a slot), from Gradio's queue for the "train" events."""
-    try:
-        q = demo._queue.event_queue_per_concurrency_id["train"]
-        return q.current_concurrency, len(q.queue)
-    except (AttributeError, KeyError):  # no run yet, so no queue for it yet
-        return 0, 0
-
-
-def admission(demo: gr.Blocks):
-    """Gradio's validator for /train, run before a request joins the queue: past VITVIZ_TRAIN_QUEUE waiting
-    visitors, the next one is told to come back instead of joining an endless line."""
-
-    def admit(*args, **kwargs):
-        check_queue(demo)
-        return tuple(gr.validate(True, "") for _ in range(len(FORM) + 1))  # the form and the state are fine
-
-    admit.__signature__ = inspect.signature(train_run)
-    return admit
-
-
-def check_queue(demo: gr.Blocks):
-    running, waiting = _train_queue(demo)
-    bound = int(limits.get("VITVIZ_TRAIN_QUEUE"))
-    if running >= TRAIN_SLOTS and waiting >= bound:
-        raise gr.Error(f"The training queue is full: {running} run(s) training and {waiting} visitor(s) waiting. "
-                       "Please try again in a few minutes.")
 
 
 def stop_run(request: gr.Request = None) -> str:
@@ -197,7 +193,7 @@ def build() -> dict:
     q = quick()
     tiny = make_config(q["preset"])
     where = "a GPU (ZeroGPU, attached for each run)" if ZERO_GPU else describe_device(device())
-    gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{where}**; {TRAIN_SLOTS} run(s) at a "
+    gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{where}**; {PLACES.slots} run(s) at a "
                 f"time on this machine, at most {limits.get('VITVIZ_MAX_TRAIN_SECONDS'):g} s each (others wait in "
                 f"line, with their place shown). {live.data_note()}")
     c = {}
@@ -257,7 +253,7 @@ def wire(c: dict, shell, compare_menus: list, demo: gr.Blocks):
     run = dict(inputs=[c[k] for k in FORM] + [shell.state],
                outputs=[c["status"], c["progress"], c["curves"], c["probes"], c["pos"], c["files"], shell.state,
                         *compare_menus],
-               concurrency_limit=TRAIN_SLOTS, concurrency_id="train", validator=admission(demo),
+               concurrency_limit=None, concurrency_id="train",  # vitviz.app.places keeps the line
                preprocess=False)  # TrainConfig.parse reads the raw values and answers each with a sentence
     c["api"].click(train_run, **run, api_name="train",
                    api_description="Train a ViT live; streams status, progress, curves and pictures.")

@@ -1,0 +1,107 @@
+"""Gradio's cache of uploaded and answered files, bounded in size as well as in age, and emptied at exit.
+
+Gradio copies every file a reply names into its cache and deletes copies only by age
+(VITVIZ_CACHE_MAX_AGE_S). Each /explain adds about 0.2 MB, so a busy public app would fill
+its disk long before an hour has passed. `SizeBound` checks the files this app's Blocks
+track every `VITVIZ_CACHE_CHECK_S` seconds (default 5) and, over `VITVIZ_CACHE_MAX_MB`
+(default 500), deletes the oldest until they take at most 80% of it: replies' copies first
+(a page shows its pictures as soon as its reply arrives, so the oldest copies are the ones
+nobody is waiting for), visitors' uploads only when that is not enough. `remove_all` deletes every tracked file: the app's normal exit (its own folders go with
+vitviz.scratch.remove_own, at the process's exit).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from . import limits
+
+
+def tracked(blocks) -> list[tuple[bool, float, int, str]]:
+    """(is an upload, ctime, size, path) of every file the Blocks track that still exists: the copies of replies
+    first, oldest first, then the visitors' uploads, oldest first (an upload may still be in use: a visitor
+    explores one image for many calls, so uploads go last)."""
+    keep = set()
+    for component in blocks.blocks.values():
+        keep.update(getattr(component, "keep_in_cache", set()))
+    uploads = getattr(blocks, "upload_file_set", set())
+    out = []
+    for files in list(blocks.temp_file_sets):
+        for path in list(files):
+            if path in keep:
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            out.append((path in uploads, st.st_ctime, st.st_size, path))
+    return sorted(set(out))
+
+
+def _forget(blocks, path: str):
+    for files in blocks.temp_file_sets:
+        files.discard(path)
+    parent = Path(path).parent
+    try:
+        parent.rmdir()  # Gradio keeps each file in a folder named by its hash; an empty one goes too
+    except OSError:
+        pass
+
+
+def enforce(blocks, max_bytes: float) -> int:
+    """Delete the oldest tracked files until they take at most 80% of `max_bytes` (only when over it); returns
+    how many were deleted."""
+    files = tracked(blocks)
+    total = sum(size for _, _, size, _ in files)
+    if total <= max_bytes:
+        return 0
+    removed = 0
+    for _, _, size, path in files:
+        if total <= 0.8 * max_bytes:
+            break
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        _forget(blocks, path)
+        total -= size
+        removed += 1
+    return removed
+
+
+def total_bytes(blocks) -> int:
+    return sum(size for _, _, size, _ in tracked(blocks))
+
+
+class SizeBound:
+    """A daemon thread that keeps the Blocks' cached files under VITVIZ_CACHE_MAX_MB."""
+
+    def __init__(self, blocks):
+        self.blocks = blocks
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vitviz-cache-bound", daemon=True)
+
+    def start(self) -> "SizeBound":
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.wait(limits.get("VITVIZ_CACHE_CHECK_S")):
+            try:
+                enforce(self.blocks, limits.get("VITVIZ_CACHE_MAX_MB") * 2**20)
+            except Exception:  # noqa: BLE001 - the bound must never stop the app; it tries again next time
+                pass
+
+    def stop(self):
+        self._stop.set()
+
+
+def remove_all(blocks):
+    """Delete every file the Blocks track."""
+    for *_, path in tracked(blocks):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        _forget(blocks, path)

@@ -1,0 +1,115 @@
+"""A Gradio Blocks that answers a malformed API call with a sentence, not a framework message.
+
+Gradio checks a call's values before any handler runs, and its own messages name Python
+objects, pydantic's rules and web pages ("1 validation error for ImageData ...", "didn't
+receive enough input values ... <gradio.components.image.Image object at 0x...>"). `PublicBlocks`
+says instead what the endpoint takes and what was wrong: how many values it takes and
+their names, and which value is not of its kind (an image that is a bare string). The
+app's whole queue being full gets a sentence too (`busy_sentence`), in the error's detail, which
+gradio_client shows.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+import gradio as gr
+
+from . import gradio_files
+
+
+def _names(block_fn) -> list[str]:
+    """The API's parameter names for an event's inputs, in order (state and hidden inputs left out)."""
+    try:
+        params = [p.name for p in inspect.signature(block_fn.fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = params + [f"value {i + 1}" for i in range(len(params), len(block_fn.inputs))]
+    return [n for n, b in zip(names, block_fn.inputs) if not getattr(b, "skip_api", False)]
+
+
+def _endpoint(block_fn) -> str:
+    return f"/{block_fn.api_name}" if block_fn.api_name else "This event"
+
+
+def count_sentence(block_fn, got: int) -> str:
+    names = _names(block_fn)
+    return (f"{_endpoint(block_fn)} takes {len(names)} value(s), in this order: {', '.join(names)}; this call "
+            f"sent {got}. Leave a value out by name (gradio_client fills in its default), not by position.")
+
+
+def kind_sentence(block_fn, inputs: list) -> str:
+    """Which value is not of the kind its component takes, found by checking each against its data model."""
+    names = _names(block_fn)
+    visible = [b for b in block_fn.inputs if not getattr(b, "skip_api", False)]
+    values = [v for v, b in zip(inputs, block_fn.inputs) if not getattr(b, "skip_api", False)]
+    for name, block, value in zip(names, visible, values):
+        model = getattr(block, "data_model", None)
+        if model is None or value is None:
+            continue
+        try:
+            model.model_validate(value, context={"validate_meta": True})
+        except Exception:  # noqa: BLE001 - any refusal of this value is what we are looking for
+            if isinstance(block, (gr.Image, gr.File)):
+                return (f"{_endpoint(block_fn)}: '{name}' must be a file (with gradio_client: handle_file(path or "
+                        f"URL); over REST: {{\"path\": ...}} or {{\"url\": ...}}), not {_show(value)}.")
+            return f"{_endpoint(block_fn)}: '{name}' is not a value its control accepts ({_show(value)})."
+    return f"{_endpoint(block_fn)}: one of the values sent cannot be used; see the API page for what each takes."
+
+
+def _show(value) -> str:
+    text = repr(value)
+    return f"a {type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
+
+
+def call_refused(request, exc: Exception):
+    """FastAPI's handler for a TypeError or ValueError that a route (not a handler: those become gr.Error)
+    raised while reading a call, as Gradio's keyword API does for an unknown parameter: a 400 with a sentence
+    instead of a bare 500."""
+    from fastapi.responses import JSONResponse
+
+    text = str(exc)
+    found = re.search(r"Parameter `([^`]+)` is not a valid key-word argument", text)
+    api = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+    if found:
+        sentence = (f"/{api} has no parameter called '{found.group(1)[:40]}'; the app's API page (\"Use via API\" "
+                    "at the foot of the page) lists its parameters.")
+    else:
+        sentence = f"This call to /{api} could not be read; the app's API page lists what it takes."
+    return JSONResponse(status_code=400, content={"detail": sentence, "error": sentence})
+
+
+APP_KWARGS = {"exception_handlers": {TypeError: call_refused, ValueError: call_refused}}
+
+
+class PublicBlocks(gr.Blocks):
+    _bound = None
+
+    def bound_cache(self):
+        """Keep Gradio's cached files under VITVIZ_CACHE_MAX_MB from now on (vitviz.app.gradio_files)."""
+        if self._bound is None:
+            self._bound = gradio_files.SizeBound(self).start()
+
+    def close(self, *args, **kwargs):
+        """Close the server, stop the bound and delete the files this app's Blocks cached."""
+        out = super().close(*args, **kwargs)
+        if self._bound is not None:
+            self._bound.stop()
+            self._bound = None
+        gradio_files.remove_all(self)
+        return out
+
+    def validate_inputs(self, block_fn, inputs: list):
+        wanted = len(block_fn.inputs)
+        if len(inputs) < wanted or (len(inputs) > wanted and block_fn.api_name and not getattr(block_fn, "js", None)):
+            raise gr.Error(count_sentence(block_fn, len(inputs)))
+        super().validate_inputs(block_fn, inputs)
+
+    async def preprocess_data(self, block_fn, inputs, state, explicit_call: bool = False):
+        try:
+            return await super().preprocess_data(block_fn, inputs, state, explicit_call)
+        except gr.Error:
+            raise
+        except Exception:  # noqa: BLE001 - a framework message about the caller's values
+            raise gr.Error(kind_sentence(block_fn, inputs)) from None
