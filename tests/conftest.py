@@ -61,3 +61,19 @@ def small_data(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "bf16: checks the fast path of a machine with native bf16 units (AVX512-BF16, "
+                                       "AMX or a GPU); skipped where there are none. Exact checks ask for fp32.")
+
+
+def pytest_collection_modifyitems(config, items):
+    from vitviz.device import cpu_has_bf16
+
+    if cpu_has_bf16():
+        return
+    skip = pytest.mark.skip(reason="this CPU has no native bf16 units")
+    for item in items:
+        if "bf16" in item.keywords:
+            item.add_marker(skip)

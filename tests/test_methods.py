@@ -53,6 +53,22 @@ def test_occlusion_in_bf16_stays_near_fp32(tiny_model):
     assert (exact - low).abs().max() < 0.05
 
 
+def test_default_occlusion_takes_this_machines_path(tiny_model):
+    """The default is bf16 exactly where the machine has native bf16 units, fp32 (the exact path) elsewhere."""
+    from vitviz.device import cpu_has_bf16
+
+    x = torch.randn(1, 3, 32, 32)
+    assert torch.equal(I.occlusion(tiny_model, x), I.occlusion(tiny_model, x, bf16=cpu_has_bf16()))
+
+
+@pytest.mark.bf16
+def test_on_a_bf16_machine_the_default_occlusion_is_fast_and_close(tiny_model):
+    x = torch.randn(2, 3, 32, 32)
+    default, exact = I.occlusion(tiny_model, x), I.occlusion(tiny_model, x, bf16=False)
+    assert not torch.equal(default, exact)  # really the bf16 path
+    assert (default - exact).abs().max() < 0.05  # within what bf16's 8-bit mantissa allows here
+
+
 def test_deletion_curve_against_hiding_by_hand(tiny_model):
     x = torch.randn(2, 3, 32, 32)
     rel = torch.randn(2, 64)

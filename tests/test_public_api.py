@@ -179,3 +179,28 @@ def test_closing_the_app_removes_its_cached_files():
 
 
 
+
+
+def test_the_app_removes_what_it_wrote_when_it_is_stopped(tmp_path):
+    """`python app.py`, one call, then SIGTERM (how a Space stops an app): Gradio's cached copies and the app's
+    own folders are gone."""
+    import signal
+
+    from gradio_client import handle_file
+
+    from helpers import serve_app
+
+    cache, work = tmp_path / "gradio", tmp_path / "work"
+    root = Path(__file__).resolve().parent.parent
+    server, client = serve_app(root, {"GRADIO_TEMP_DIR": str(cache), "VITVIZ_WORK_DIR": str(work)})
+    try:
+        client.predict(handle_file(EXAMPLE), patch=3, api_name="/explain")
+        written = [p for p in cache.rglob("*") if p.is_file()]
+        assert written and any(work.glob("vitviz-*"))
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert not [p for p in cache.rglob("*") if p.is_file()]
+    assert not list(work.glob("vitviz-*"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from .model import ViTConfig
 
 DATASET_NAMES = {"cifar10": "CIFAR-10", "mnist": "MNIST", "imagenet": "ImageNet-1k"}
-KINDS = ("shipped", "trained", "uploaded", "torchvision", "built")
+KINDS = ("shipped", "trained", "uploaded", "torchvision", "timm", "built")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from pathlib import Path
 
 import torch
@@ -21,6 +22,10 @@ def pick_device(name: str = "auto") -> torch.device:
 
 @functools.lru_cache(maxsize=1)
 def cpu_has_bf16() -> bool:
+    """Whether the CPU has native bf16 units (AVX512-BF16 or AMX). VITVIZ_BF16=0 says no whatever the CPU (the
+    fp32 path everywhere, as on an AVX2-only CPU)."""
+    if os.environ.get("VITVIZ_BF16", "").strip().lower() in ("0", "false", "no", "off"):
+        return False
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -9,14 +9,22 @@ CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 SHIPPED = {"cifar10": CHECKPOINTS / "cifar10" / "model", "mnist": CHECKPOINTS / "mnist" / "model"}
 
 
-def load_model(path: str | Path | None = None, device: str = "cpu", pretrained: bool = True):
+def load_model(path: str | Path | None = None, device: str = "cpu", pretrained: bool = True,
+               weights: str | Path | None = None):
     """Load a model in eval mode, with its card (vitviz.card: config, classes, normalisation, record).
 
     path None or "cifar10": the shipped CIFAR-10 model; "mnist": the shipped MNIST model;
     "vit_b_16": torchvision's ImageNet ViT-B/16 (`pretrained=False` builds it randomly
-    initialised, with no download); anything else: the checkpoint at that path.
+    initialised, with no download); "timm/<name>": a timm ViT by its pretrained tag, e.g.
+    "timm/deit_small_patch16_224.fb_in1k" (weights through timm's pretrained path, the Hugging Face
+    cache when offline; `weights=` a local .safetensors file; `pretrained=False` random weights);
+    anything else: the checkpoint at that path.
     """
     key = "cifar10" if path is None else str(path)
+    if key.startswith("timm/"):
+        from .timm_vit import load_timm
+
+        return load_timm(key.removeprefix("timm/"), pretrained=pretrained, device=device, weights=weights)
     if key == "vit_b_16":
         from .tv_vit import load_vit_b_16
 

@@ -15,9 +15,12 @@ from .device import bf16_available
 
 def _adapter(model):
     """(forward_intermediates, pos_embed, patch weights, patch size) of a supported model."""
+    from .timm_vit import TimmAdapter, is_timm_vit
     from .tv_vit import TorchvisionAdapter, is_torchvision_vit
 
-    return TorchvisionAdapter(model) if is_torchvision_vit(model) else model
+    if is_torchvision_vit(model):
+        return TorchvisionAdapter(model)
+    return TimmAdapter(model) if is_timm_vit(model) else model
 
 
 class _eval_mode:

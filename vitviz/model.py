@@ -24,7 +24,7 @@ class ViTConfig:
     depth: int = 6  # number of transformer blocks L
     num_heads: int = 3  # attention heads H per block
     mlp_ratio: float = 2.0  # MLP hidden width = mlp_ratio * embed_dim
-    num_classes: int = 10  # size of the head's output
+    num_classes: int = 10  # size of the head's output (0: no classifier, as DINO's backbones)
     dropout: float = 0.0  # dropout after embeddings, attention projection and MLP
 
     def __post_init__(self):
@@ -33,7 +33,7 @@ class ViTConfig:
         if self.embed_dim % self.num_heads:
             raise ValueError(f"num_heads {self.num_heads} does not divide embed_dim {self.embed_dim}")
         if min(self.image_size, self.in_chans, self.patch_size, self.embed_dim, self.depth,
-               self.num_heads, self.num_classes) < 1 or self.mlp_ratio <= 0:
+               self.num_heads) < 1 or self.num_classes < 0 or self.mlp_ratio <= 0:
             raise ValueError("all sizes must be positive")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError("dropout must be in [0, 1)")

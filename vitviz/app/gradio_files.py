@@ -18,12 +18,13 @@ from pathlib import Path
 from . import limits
 
 
-def tracked(blocks) -> list[tuple[bool, float, int, str]]:
+def tracked(blocks, everything: bool = False) -> list[tuple[bool, float, int, str]]:
     """(is an upload, ctime, size, path) of every file the Blocks track that still exists: the copies of replies
     first, oldest first, then the visitors' uploads, oldest first (an upload may still be in use: a visitor
-    explores one image for many calls, so uploads go last)."""
+    explores one image for many calls, so uploads go last). The files Gradio keeps for the page itself (the
+    examples) are left out unless `everything`."""
     keep = set()
-    for component in blocks.blocks.values():
+    for component in blocks.blocks.values() if not everything else ():
         keep.update(getattr(component, "keep_in_cache", set()))
     uploads = getattr(blocks, "upload_file_set", set())
     out = []
@@ -98,8 +99,8 @@ class SizeBound:
 
 
 def remove_all(blocks):
-    """Delete every file the Blocks track."""
-    for *_, path in tracked(blocks):
+    """Delete every file the Blocks track, the page's own included."""
+    for *_, path in tracked(blocks, everything=True):
         try:
             os.remove(path)
         except OSError:

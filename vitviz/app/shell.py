@@ -17,7 +17,7 @@ import gradio as gr
 
 from . import compare, explore, model_tab, removal_tab, steps_tab, train_tab
 from .. import scratch
-from . import limits
+from . import gradio_files, limits
 from .public import APP_KWARGS, PublicBlocks
 from .models import Visitor, look_at, model_choices, release_session, release_state, upload_checkpoint
 
@@ -141,6 +141,7 @@ def launch(demo: gr.Blocks | None = None, **kw):
     if not kw.get("prevent_thread_lock") and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a Space stopping the app: exit normally
     atexit.register(scratch.remove_own)
+    atexit.register(gradio_files.remove_all, demo)
     kw.setdefault("allowed_paths", [str(ASSETS)])
     kw.setdefault("show_error", True)
     kw.setdefault("css", CSS)

@@ -117,15 +117,17 @@ def _waiting(ahead: int, v) -> tuple:
 def train_page(*args, **kwargs):
     """The Train button: as /train, but settings that cannot be used are said in the status line (the API gets
     the same sentence as an error); the other outputs, the Compare menus among them, stay as they were."""
-    state = kwargs.get("state", args[len(FORM)] if len(args) > len(FORM) else None)
-    form = args[:len(FORM)] + tuple(kwargs.get(k) for k in TRAIN_PARAMS[len(args):len(FORM)])
+    bound = TRAIN_SIGNATURE.bind(*args, **kwargs)
+    bound.apply_defaults()
+    given = bound.arguments
+    form = tuple(given[name] for name in list(given)[:len(FORM)])
     try:
-        yield from _train(form, state, kwargs.get("request"), page=True)
+        yield from _train(form, given["state"], given["request"], page=True)
     except gr.Error as e:
-        yield (f"⚠️ {e.message}", *[gr.skip()] * 5, visitor(state), gr.skip(), gr.skip())
+        yield (f"⚠️ {e.message}", *[gr.skip()] * 5, visitor(given["state"]), gr.skip(), gr.skip())
 
 
-TRAIN_PARAMS = list(inspect.signature(train_run).parameters)
+TRAIN_SIGNATURE = inspect.signature(train_run)
 
 
 def _outputs(up: live.Update, v) -> tuple:
