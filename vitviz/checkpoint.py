@@ -135,6 +135,8 @@ def validate_meta(meta) -> dict:
         raise CheckpointError(f"the model config is invalid: {e}") from None
     if max(cfg.depth, cfg.num_heads) > 64 or cfg.embed_dim > 4096 or cfg.image_size > 1024 or cfg.num_classes > 100_000:
         raise CheckpointError("the model config is implausibly large")
+    if cfg.num_classes < 1:
+        raise CheckpointError("the model config has no classes: a vitviz checkpoint is a classifier")
     classes = meta.get("classes")
     if not (isinstance(classes, list) and len(classes) == cfg.num_classes and all(isinstance(c, str) for c in classes)):
         raise CheckpointError(f"'classes' must list {cfg.num_classes} names")

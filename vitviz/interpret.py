@@ -1,8 +1,10 @@
 """What the ViT attends to: pure functions, tensors in and tensors out.
 
-Shapes: B images, L layers, H heads, N = 1 + P tokens (CLS first), P patches
-on a g x g grid. Every function here works on our ViT and on torchvision's
-VisionTransformer (through vitviz.tv_vit's adapter).
+Shapes: B images, L layers, H heads, N = K + P tokens: K prefix tokens (CLS first,
+then a distillation token or registers, if any) and P patches on a g x g grid. Every
+function here works on our ViT, on torchvision's VisionTransformer (vitviz.tv_vit's
+adapter) and on timm's (vitviz.timm_vit's). A function that gets attention alone takes
+`prefix` (K, 1 by default); one that gets the model asks it (`num_prefix`).
 """
 from __future__ import annotations
 
@@ -38,6 +40,18 @@ class _eval_mode:
     def __exit__(self, *exc):
         if self.was:
             self.model.train(True)
+
+
+def num_prefix(model) -> int:
+    """K: how many tokens come before the patches (1 for CLS alone; 2 with DeiT's distillation token; 1 + the
+    registers for DINOv2 with registers)."""
+    return int(_adapter(model).num_prefix_tokens)
+
+
+def classify(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Logits from (B, N, D) tokens as the model's final norm and head read them (its CLS token, or what its
+    head pools), as if the model stopped where these tokens are."""
+    return _adapter(model).classify(tokens)
 
 
 def intermediates(model, x: torch.Tensor, grad: bool = False) -> dict:
@@ -133,7 +147,7 @@ def gradient_rollout(model, x: torch.Tensor, target=None) -> torch.Tensor:
     logits, attns = forward_with_attention(model, x, grad=True)
     t = _targets(logits, target)
     score = logits.gather(1, t[:, None]).sum()
-    return _relevance(attns, _grad(score, attns))
+    return _relevance(attns, _grad(score, attns), num_prefix(model))
 
 
 def _grad(score: torch.Tensor, attns: list[torch.Tensor], retain: bool = False) -> list[torch.Tensor]:
@@ -147,14 +161,14 @@ def _grad(score: torch.Tensor, attns: list[torch.Tensor], retain: bool = False) 
     return [g.view_as(a) for g, a in zip(torch.autograd.grad(score, targets, retain_graph=retain), attns)]
 
 
-def _relevance(attns: list[torch.Tensor], grads) -> torch.Tensor:
+def _relevance(attns: list[torch.Tensor], grads, prefix: int = 1) -> torch.Tensor:
     """R[CLS, patches] (B, P) from per-layer attention and its gradient."""
     B, _, N, _ = attns[0].shape
     R = torch.eye(N, device=attns[0].device).expand(B, N, N)
     for a, g in zip(attns, grads):
         a_bar = (g.float() * a.detach().float()).clamp(min=0).mean(1)  # (B, N, N)
         R = R + a_bar @ R
-    return R[:, 0, 1:].detach()
+    return R[:, 0, prefix:].detach()
 
 
 def grid_side(num_patches: int) -> int:
@@ -171,22 +185,25 @@ def patch_centers(g: int, patch_size: float, device=None) -> torch.Tensor:
     return (torch.stack([rr.flatten(), cc.flatten()], -1) + 0.5) * patch_size
 
 
-def mean_attention_distance(attn: torch.Tensor, patch_size: float) -> torch.Tensor:
+def mean_attention_distance(attn: torch.Tensor, patch_size: float, prefix: int = 1) -> torch.Tensor:
     """(B, L, H, N, N) -> (L, H): attention-weighted distance in pixels from each query patch to the
-    key patches (CLS left out, weights renormalised over patches), averaged over queries and images
+    key patches (prefix tokens left out, weights renormalised over patches), averaged over queries and images
     (the ViT paper's Figure 7, right)."""
-    P = attn.shape[-1] - 1
+    P = attn.shape[-1] - prefix
     g = grid_side(P)
     c = patch_centers(g, patch_size, attn.device)
     dist = torch.cdist(c, c)  # (P, P)
-    w = attn[..., 1:, 1:].float()
+    w = attn[..., prefix:, prefix:].float()
     w = w / w.sum(-1, keepdim=True).clamp_min(1e-12)
     return (w * dist).sum(-1).mean(dim=(0, -1))  # (B, L, H, P) -> (L, H)
 
 
 def pos_embed_similarity(model) -> torch.Tensor:
-    """(P, P) cosine similarity between the patch positions' learned embeddings (CLS left out)."""
-    pe = _adapter(model).pos_embed.detach()[0, 1:].float()  # (P, D)
+    """(P, P) cosine similarity between the patch positions' learned embeddings (prefix tokens left out: the
+    patches' positions are the last P in every family)."""
+    from .card import card_of
+
+    pe = _adapter(model).pos_embed.detach()[0, -card_of(model).config.num_patches:].float()  # (P, D)
     pe = pe / pe.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     return (pe @ pe.T).clamp(-1, 1)
 
@@ -209,12 +226,12 @@ def patch_embed_components(model, k: int = 16) -> tuple[torch.Tensor, torch.Tens
     return (comps - lo) / (hi - lo).clamp_min(1e-12), (var[:k] / var.sum().clamp_min(1e-12))
 
 
-def patch_attention(attn: torch.Tensor, patch: int) -> torch.Tensor:
+def patch_attention(attn: torch.Tensor, patch: int, prefix: int = 1) -> torch.Tensor:
     """(B, L, H, N, N) -> (B, L, H, P): attention from patch `patch` (0-based, row-major) to every patch."""
-    P = attn.shape[-1] - 1
+    P = attn.shape[-1] - prefix
     if not 0 <= patch < P:
         raise ValueError(f"patch must be in 0..{P - 1}")
-    return attn[..., 1 + patch, 1:]
+    return attn[..., prefix + patch, prefix:]
 
 
 def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
@@ -229,8 +246,8 @@ def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
         "logits": logits.detach().float(),
         "target": t,
         "attn": torch.stack([a.detach() for a in attns], 1).float(),
-        "grad_rollout": _relevance(attns, grads),
-        "lens": lens(model, torch.stack([o[:, :1].detach() for o in seen], 1)),  # the same pass's logit lens
+        "grad_rollout": _relevance(attns, grads, num_prefix(model)),
+        "lens": lens(model, torch.stack([o.detach() for o in seen], 1)),  # the same pass's logit lens
         "norms": torch.stack([o.detach().float().norm(dim=-1) for o in seen], 1),
     }
 
@@ -284,16 +301,15 @@ def legrad(model, x: torch.Tensor, target=None) -> torch.Tensor:
     (B, H, N, N), its positive part averaged over heads and over query tokens, gives each key token's
     sensitivity; the patches' values are summed over the layers and min-max scaled per image (all zeros
     when nothing depends on the patches). `target` None: the predicted class."""
-    m = _adapter(model)
     out = intermediates(model, x, grad=True)
-    logits, attns = out["logits"], out["attn"]
+    logits, attns, K = out["logits"], out["attn"], num_prefix(model)
     t = _targets(logits, target)
-    total = torch.zeros(x.shape[0], attns[0].shape[-1] - 1, device=x.device)
+    total = torch.zeros(x.shape[0], attns[0].shape[-1] - K, device=x.device)
     with torch.enable_grad():  # the final norm and head on each block's CLS token, in the same graph
         for layer, (tokens, a) in enumerate(zip(out["tokens"], attns)):
-            s = m.head(m.norm(tokens[:, 0])).gather(1, t[:, None]).sum()
+            s = classify(model, tokens).gather(1, t[:, None]).sum()
             g = _grad(s, [a], retain=layer < len(attns) - 1)[0]
-            total += g.float().clamp(min=0).mean(dim=(1, 2))[:, 1:]
+            total += g.float().clamp(min=0).mean(dim=(1, 2))[:, K:]
     lo, hi = total.amin(1, keepdim=True), total.amax(1, keepdim=True)
     return ((total - lo) / (hi - lo).clamp_min(1e-30) * (hi > lo)).detach()
 
@@ -308,11 +324,11 @@ def token_norms(model, x: torch.Tensor) -> torch.Tensor:
 OUTLIER_RATIO = 2.5
 
 
-def norm_outliers(norms: torch.Tensor, ratio: float = OUTLIER_RATIO) -> list[tuple[int, int, float]]:
+def norm_outliers(norms: torch.Tensor, ratio: float = OUTLIER_RATIO, prefix: int = 1) -> list[tuple[int, int, float]]:
     """High-norm patch tokens in one image's (L, N) token norms: (layer, patch, norm / the layer's median
-    patch norm) for every patch at least `ratio` times that median, 0-based, largest first. CLS is left out
-    (its norm differs by design)."""
-    patches = norms[:, 1:].float()
+    patch norm) for every patch at least `ratio` times that median, 0-based, largest first. The prefix tokens
+    (CLS, registers) are left out: their norms differ by design."""
+    patches = norms[:, prefix:].float()
     times = patches / patches.median(-1, keepdim=True).values.clamp_min(1e-12)
     layer, patch = torch.nonzero(times >= ratio, as_tuple=True)
     found = [(int(a), int(b), float(times[a, b])) for a, b in zip(layer, patch)]
@@ -331,11 +347,12 @@ def walk(model, x: torch.Tensor) -> dict:
 
 
 def lens(model, blocks: torch.Tensor) -> torch.Tensor:
-    """(B, L, N, D) block outputs -> (B, L, C) class probabilities: each block's CLS token through the
-    model's final norm and head (what the model would predict if it stopped there)."""
-    m = _adapter(model)
+    """(B, L, N, D) block outputs -> (B, L, C) class probabilities: each block's tokens through the model's
+    final norm and head (what the model would predict if it stopped there)."""
+    dtype = next(model.parameters()).dtype
     with torch.no_grad():
-        return m.head(m.norm(blocks[:, :, 0].to(next(model.parameters()).dtype))).float().softmax(-1)
+        return torch.stack([classify(model, blocks[:, i].to(dtype)) for i in range(blocks.shape[1])],
+                           1).float().softmax(-1)
 
 
 def logit_lens(model, x: torch.Tensor) -> torch.Tensor:

@@ -58,9 +58,9 @@ def relevance(model, x: torch.Tensor, method: str, target=None) -> torch.Tensor:
     if method == "occlusion":
         return I.occlusion(model, x, target)
     if method == "attention rollout":
-        return I.attention_rollout(I.attention_maps(model, x))[:, 0, 1:]
+        return I.attention_rollout(I.attention_maps(model, x))[:, 0, I.num_prefix(model):]
     if method == "last-layer attention":
-        return I.attention_maps(model, x)[:, -1, :, 0, 1:].mean(1)
+        return I.attention_maps(model, x)[:, -1, :, 0, I.num_prefix(model):].mean(1)
     raise ValueError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
 
 

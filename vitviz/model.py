@@ -217,6 +217,12 @@ class ViT(nn.Module):
         return {"logits": self.head(x[:, 0]), "attn": attns if return_attention else None,
                 "patches": patches, "input": first, "tokens": tokens}
 
+    num_prefix_tokens = 1  # CLS
+
+    def classify(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits from (B, N, D) tokens: the CLS token through the final norm and the head."""
+        return self.head(self.norm(tokens[:, 0]))
+
     def forward(self, x: torch.Tensor, return_attention: bool = False):
         out = self.forward_intermediates(x, return_attention)
         if return_attention:

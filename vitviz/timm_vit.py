@@ -84,9 +84,12 @@ class TimmAdapter:
         self.norm = model.norm
         self.num_prefix_tokens = model.num_prefix_tokens  # CLS, then distillation or register tokens
 
-    def head(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits from (B, N, D) tokens after the final norm, as the model's own head reads them."""
-        return self.model.forward_head(tokens)
+        self.head = model.head  # nn.Identity when there is no classifier (DINO, DINOv2)
+
+    def classify(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits from (B, N, D) block outputs: the final norm, then the model's own head (its pooling, a
+        distilled model's two heads averaged)."""
+        return self.model.forward_head(self.norm(tokens))
 
     def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
         """timm's forward_features and forward_head, block by block (see vitviz.model.ViT.forward_intermediates
@@ -137,7 +140,8 @@ def _why_not(name: str, e: Exception) -> str:
     return f"{name} could not be built: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}."
 
 
-def config_of(model) -> "ViTConfig":
+def config_of(model):
+    """The ViTConfig that describes a timm ViT (num_classes 0: no classifier)."""
     from .model import ViTConfig
 
     blk = model.blocks[0]

@@ -39,6 +39,10 @@ class TorchvisionAdapter:
         self.patch_embed = _PatchEmbed(model.conv_proj)
         self.blocks = model.encoder.layers  # each returns the (B, N, D) tokens
         self.norm, self.head = model.encoder.ln, model.heads  # the final norm, and the classifier on CLS
+        self.num_prefix_tokens = 1  # CLS
+
+    def classify(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(tokens[:, 0]))
 
     def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
         """The same pass as VisionTransformer.forward, written out so that every block's tokens and
