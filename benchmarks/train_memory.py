@@ -26,6 +26,31 @@ GRID = [(64, 4, 4, 256, 4), (192, 6, 6, 128, 4), (256, 4, 4, 512, 4), (512, 12, 
         (512, 12, 16, 256, 4), (128, 4, 4, 1024, 2)]
 
 
+def _status_kb(field: str) -> int | None:
+    """A field of /proc/self/status in KiB (Linux), or None."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak() -> int:
+    """Start measuring the peak afresh (Linux: clear_refs 5 resets VmHWM); the resident KiB now. ru_maxrss is
+    not used: it survives exec, so a child of a large process would start at its parent's peak."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    return _status_kb("VmRSS") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def peak() -> int:
+    return _status_kb("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def one(w: int, d: int, h: int, bs: int, patch: int, preset: str = "tiny") -> dict:
     sys.path.insert(0, str(ROOT))
     import torch
@@ -35,7 +60,7 @@ def one(w: int, d: int, h: int, bs: int, patch: int, preset: str = "tiny") -> di
     from vitviz.train import build_model, make_optimizer, train_step
     from vitviz.train_config import TrainConfig
 
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = reset_peak()
     cfg = TrainConfig(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch, batch_size=bs)
     empty = Split(torch.zeros(0, 3, 32, 32, dtype=torch.uint8), torch.zeros(0, dtype=torch.long))
     data = Dataset("cifar10", empty, empty, empty, list(CIFAR10_CLASSES), (0.5,) * 3, (0.5,) * 3, True, "none")
@@ -47,7 +72,7 @@ def one(w: int, d: int, h: int, bs: int, patch: int, preset: str = "tiny") -> di
     t = time.perf_counter()
     for _ in range(2):
         train_step(model, opt, x, y, 1e-3, cfg, precision)
-    grow = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 2**20  # KiB -> GB
+    grow = (peak() - base) / 2**20  # KiB -> GB
     return dict(config=[w, d, h, bs, patch, preset], measured_gb=round(grow, 2), estimate_gb=round(cfg.peak_memory_gb(), 2),
                 step_s=round((time.perf_counter() - t) / 2, 2))
 

@@ -13,54 +13,26 @@ import math
 import torch
 
 from .device import bf16_available
-
-
-def _adapter(model):
-    """(forward_intermediates, pos_embed, patch weights, patch size) of a supported model."""
-    from .timm_vit import TimmAdapter, is_timm_vit
-    from .tv_vit import TorchvisionAdapter, is_torchvision_vit
-
-    if is_torchvision_vit(model):
-        return TorchvisionAdapter(model)
-    return TimmAdapter(model) if is_timm_vit(model) else model
-
-
-class _eval_mode:
-    """Run a block in eval mode. A model that is in eval mode already (every model the app shares between
-    visitors) is not touched at all, so concurrent requests never write to it; a model in training mode
-    (a training run's own, in its own thread) is switched to eval and back."""
-
-    def __init__(self, model):
-        self.model, self.was = model, model.training
-
-    def __enter__(self):
-        if self.was:
-            self.model.eval()
-
-    def __exit__(self, *exc):
-        if self.was:
-            self.model.train(True)
+from .loaded import eval_mode, loaded
 
 
 def num_prefix(model) -> int:
     """K: how many tokens come before the patches (1 for CLS alone; 2 with DeiT's distillation token; 1 + the
     registers for DINOv2 with registers)."""
-    return int(_adapter(model).num_prefix_tokens)
+    return loaded(model).layout.num_prefix
 
 
 def classify(model, tokens: torch.Tensor) -> torch.Tensor:
     """Logits from (B, N, D) tokens as the model's final norm and head read them (its CLS token, or what its
     head pools), as if the model stopped where these tokens are."""
-    return _adapter(model).classify(tokens)
+    return loaded(model).classify(tokens)
 
 
 def intermediates(model, x: torch.Tensor, grad: bool = False) -> dict:
-    """One eval-mode pass that returns everything it computed, from this call alone: 'logits' (B, C),
-    'attn' [L x (B, H, N, N)], 'tokens' [L x (B, N, D)] each block's output, 'patches' (B, P, D) the patch
-    embedding and 'input' (B, N, D) the tokens the first block receives. No hook goes on the model and nothing
-    is kept on it, so any number of threads can share one model. With grad=True all of it stays in the graph."""
-    with _eval_mode(model), torch.set_grad_enabled(grad):
-        return _adapter(model).forward_intermediates(x, return_attention=True)
+    """One eval-mode pass that returns everything it computed, from this call alone (LoadedViT's
+    forward_intermediates). No hook goes on the model and nothing is kept on it, so any number of threads can
+    share one model."""
+    return loaded(model).forward_intermediates(x, grad)
 
 
 def forward_with_attention(model, x: torch.Tensor, grad: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -201,9 +173,8 @@ def mean_attention_distance(attn: torch.Tensor, patch_size: float, prefix: int =
 def pos_embed_similarity(model) -> torch.Tensor:
     """(P, P) cosine similarity between the patch positions' learned embeddings (prefix tokens left out: the
     patches' positions are the last P in every family)."""
-    from .card import card_of
-
-    pe = _adapter(model).pos_embed.detach()[0, -card_of(model).config.num_patches:].float()  # (P, D)
+    v = loaded(model)
+    pe = v.adapter.pos_embed.detach()[0, -v.layout.num_patches:].float()  # (P, D)
     pe = pe / pe.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     return (pe @ pe.T).clamp(-1, 1)
 
@@ -213,7 +184,7 @@ def patch_embed_components(model, k: int = 16) -> tuple[torch.Tensor, torch.Tens
 
     Returns (components (k, C, p, p), each scaled to [0, 1] for display; explained variance ratio (k,)).
     """
-    w = _adapter(model).patch_embed.proj.weight.detach().float()  # (D, C, p, p)
+    w = loaded(model).adapter.patch_embed.proj.weight.detach().float()  # (D, C, p, p)
     D = w.shape[0]
     flat = w.reshape(D, -1)
     flat = flat - flat.mean(0, keepdim=True)
@@ -271,7 +242,7 @@ def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256, bf16: 
     class. All B x P occluded images run as batches of `batch_size`, in bf16 where the device has bf16 units
     (`bf16` None) or when asked (True), in fp32 otherwise (False: the exact path). The unoccluded image runs in
     the same precision as the occluded ones, so that rounding never shows up as a patch's effect."""
-    patch = _patch_size(model)
+    patch = loaded(model).layout.patch_size
     B, _, H, W = x.shape
     P = (H // patch) * (W // patch)
     low = bf16_available(x.device) if bf16 is None else bf16
@@ -280,7 +251,7 @@ def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256, bf16: 
         with torch.autocast(x.device.type, torch.bfloat16, enabled=low):
             return model(images).float().softmax(-1)
 
-    with _eval_mode(model):
+    with eval_mode(model):
         probs = probs_of(x)
         t = _targets(probs, target)
         base = probs.gather(1, t[:, None])[:, 0]  # (B,)
@@ -349,7 +320,7 @@ def walk(model, x: torch.Tensor) -> dict:
 def lens(model, blocks: torch.Tensor) -> torch.Tensor:
     """(B, L, N, D) block outputs -> (B, L, C) class probabilities: each block's tokens through the model's
     final norm and head (what the model would predict if it stopped there)."""
-    dtype = next(model.parameters()).dtype
+    dtype = loaded(model).dtype
     with torch.no_grad():
         return torch.stack([classify(model, blocks[:, i].to(dtype)) for i in range(blocks.shape[1])],
                            1).float().softmax(-1)
@@ -359,9 +330,3 @@ def logit_lens(model, x: torch.Tensor) -> torch.Tensor:
     """The logit lens: (B, C, H, W) -> (B, L, C) class probabilities after each block. The last layer's is the
     model's own prediction. Works for our ViT and torchvision's."""
     return lens(model, walk(model, x)["blocks"])
-
-
-def _patch_size(model) -> int:
-    from .card import card_of
-
-    return card_of(model).config.patch_size

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from . import interpret as I
+from .loaded import eval_mode
 from .card import card_of
 
 
@@ -102,7 +103,7 @@ def curves(model, x: torch.Tensor, relevance: torch.Tensor, target: torch.Tensor
     hidden = ~chosen if insertion else chosen
     xs = x[:, None].expand(B, len(counts), *x.shape[1:]).reshape(-1, *x.shape[1:])
     masked = hide(model, xs, hidden.reshape(-1, P))
-    with I._eval_mode(model):
+    with eval_mode(model):
         probs = torch.cat([model(masked[i:i + batch_size]).float().softmax(-1)
                            for i in range(0, len(masked), batch_size)])
     return probs.view(B, len(counts), -1).gather(2, target.view(B, 1, 1).expand(B, len(counts), 1))[..., 0]

@@ -219,6 +219,13 @@ class ViT(nn.Module):
 
     num_prefix_tokens = 1  # CLS
 
+    def prefix_names(self) -> tuple[str, ...]:
+        return ("CLS",)
+
+    def embeddings(self) -> list[nn.Parameter]:
+        """The learned CLS token and positional embedding."""
+        return [self.cls_token, self.pos_embed]
+
     def classify(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits from (B, N, D) tokens: the CLS token through the final norm and the head."""
         return self.head(self.norm(tokens[:, 0]))

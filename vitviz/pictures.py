@@ -16,6 +16,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from . import interpret as I
+from .loaded import loaded
 from . import render as R
 from .card import card_of
 from .panels import Scale, is_flat, message_panel, panel
@@ -266,7 +267,7 @@ def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: 
 
 
 def flat_relevance_reason(model) -> str:
-    head = getattr(I._adapter(model), "head", None)  # ours: a Linear; torchvision's: its `heads`
+    head = loaded(model).head  # ours: a Linear; torchvision's: its `heads`; timm's: its head
     weights = [p for name, p in head.named_parameters() if name.endswith("weight")] if head is not None else []
     if weights and not any(p.detach().any() for p in weights):
         return ("Every patch has zero relevance: this model's classification head is still at its starting "

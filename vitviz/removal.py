@@ -16,7 +16,7 @@ import torch
 from matplotlib.figure import Figure
 from PIL import ImageDraw
 
-from . import interpret as I
+from .loaded import eval_mode, loaded
 from . import methods as M
 from . import render as R
 from .card import card_of
@@ -54,8 +54,8 @@ def study(model, pixels: np.ndarray, seed: int = 0, costly: bool = True) -> Stud
     """Every map and curve for the predicted class; without `costly`, no occlusion and no curves (a model too
     large for the machine's budget: vitviz.app.limits)."""
     card = card_of(model)
-    x = pixels_to_tensor(pixels, card.mean, card.std).to(next(model.parameters()).device)
-    with I._eval_mode(model), torch.no_grad():
+    x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
+    with eval_mode(model), torch.no_grad():
         probs = model(x).float().softmax(-1)[0]
     t = int(probs.argmax())
     target = torch.tensor([t], device=x.device)
@@ -87,7 +87,7 @@ def render_removal(model, s: Study, hidden: set[int], why_not: str = "") -> Remo
     cfg = card.config
     mask = torch.zeros(1, cfg.num_patches, dtype=torch.bool)
     mask[0, sorted(hidden)] = True
-    with I._eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         probs = model(M.hide(model, s.x, mask.to(s.x.device))).float().softmax(-1)[0].cpu()
     now = float(probs[s.target])
     cls = card.classes[s.target]

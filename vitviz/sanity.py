@@ -16,8 +16,8 @@ import copy
 
 import torch
 
-from . import interpret as I
 from .card import card_of, describe
+from .loaded import eval_mode, loaded
 
 KINDS = {"head": "head randomised", "all": "every weight randomised"}  # the app's randomised models
 
@@ -31,17 +31,11 @@ def _reinit(module: torch.nn.Module, seed: int):
                 reset()
 
 
-def _embeddings(model) -> list[torch.nn.Parameter]:
-    """The CLS token and the positional embedding, ours or torchvision's."""
-    return [p for p in (getattr(model, "cls_token", None), getattr(model, "class_token", None),
-                        I._adapter(model).pos_embed) if p is not None]
-
-
 def cascade(model, seed: int = 0):
     """Yield (stage label, model) from the trained model through every randomisation stage. The model
     yielded is one copy, randomised further at each stage; `model` itself is never changed."""
     m = copy.deepcopy(model).eval()
-    a = I._adapter(m)
+    a = loaded(m)
     yield "trained", m
     _reinit(a.head, seed)
     yield "head", m
@@ -49,10 +43,11 @@ def cascade(model, seed: int = 0):
     for k in range(L - 1, -1, -1):
         _reinit(a.blocks[k], seed + 1 + k)
         yield f"+ block {k + 1}" if k < L - 1 else f"head + block {L}", m
-    _reinit(a.patch_embed.proj, seed + L + 1)
+    _reinit(a.adapter.patch_embed.proj, seed + L + 1)
+    _reinit(a.norm, seed + L + 3)  # the final norm too: nothing trained is left
     g = torch.Generator().manual_seed(seed + L + 2)
     with torch.no_grad():  # (never around a yield: the caller would run without gradients)
-        for p in _embeddings(m):
+        for p in a.embeddings():
             p.copy_(torch.randn(p.shape, generator=g) * 0.02)
     yield "+ embeddings (everything)", m
 
@@ -91,7 +86,7 @@ def checks(model, x: torch.Tensor, methods, seed: int = 0, target=None) -> dict[
     explains the trained model's prediction (or `target`) at every stage, as Adebayo et al. do."""
     from .methods import relevance
 
-    with I._eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         t = model(x).argmax(-1) if target is None else target
     first, out = {}, {}
     for stage, m in cascade(model, seed):

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from PIL import Image, ImageDraw
 
 from . import interpret as I
+from .loaded import loaded
 from . import render as R
 from .card import card_of
 from .data import pixels_to_tensor
@@ -36,7 +37,7 @@ class Walk:
 
 def walk_image(model, pixels: np.ndarray) -> Walk:
     card = card_of(model)
-    x = pixels_to_tensor(pixels, card.mean, card.std).to(next(model.parameters()).device)
+    x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
     w = I.walk(model, x)
     return Walk(pixels, x[0].cpu(), w["patches"][0].cpu(), w["tokens"][0].cpu(), w["blocks"][0].cpu(),
                 w["attn"][0].cpu(), I.lens(model, w["blocks"])[0].cpu(), w["logits"][0].cpu())
@@ -107,7 +108,7 @@ def _sequence(pixels: np.ndarray, g: int, patch: int | None) -> np.ndarray:
 
 
 def _filters(model, k: int = 16) -> np.ndarray:
-    weight = I._adapter(model).patch_embed.proj.weight
+    weight = loaded(model).adapter.patch_embed.proj.weight
     w = weight.detach().float().cpu()[:k]  # (k, C, p, p)
     lo = w.flatten(1).amin(1)[:, None, None, None]
     hi = w.flatten(1).amax(1)[:, None, None, None]

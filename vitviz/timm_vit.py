@@ -86,6 +86,22 @@ class TimmAdapter:
 
         self.head = model.head  # nn.Identity when there is no classifier (DINO, DINOv2)
 
+    def prefix_names(self) -> tuple[str, ...]:
+        """CLS, then DeiT's distillation token or DINOv2's registers, in the order timm puts them."""
+        m = self.model
+        dist = ("distillation",) if getattr(m, "dist_token", None) is not None else ()
+        regs = tuple(f"register {i + 1}" for i in range(getattr(m, "num_reg_tokens", 0) or 0))
+        names = ("CLS",) + dist + regs
+        if len(names) != self.num_prefix_tokens:
+            raise TimmError(f"this model has {self.num_prefix_tokens} prefix tokens vitviz cannot name")
+        return names
+
+    def embeddings(self) -> list:
+        """The learned prefix tokens and the positional embedding."""
+        m = self.model
+        tokens = [getattr(m, n, None) for n in ("cls_token", "dist_token", "reg_token")]
+        return [t for t in tokens if t is not None] + [m.pos_embed]
+
     def classify(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits from (B, N, D) block outputs: the final norm, then the model's own head (its pooling, a
         distilled model's two heads averaged)."""

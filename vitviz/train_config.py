@@ -70,7 +70,7 @@ class TrainConfig:
         extremes at the largest batch the bound allows): a fixed 0.4 GB, 12 bytes a parameter's float
         (weights, gradients, AdamW's two moments, bf16 copies and the allocator's slack), 16x each layer's
         token activations, 0.3x its attention matrices and, with dropout, 6 bytes for each dropped element
-        (the kept mask and the scaled copy). It lies 1.1-2.1x above every measured peak."""
+        (the kept mask and the scaled copy). It lies 1.1-2.2x above every measured peak."""
         cfg = self.model_config()
         n = cfg.num_patches + 1
         params = sum(_param_count(cfg))

@@ -44,6 +44,13 @@ class TorchvisionAdapter:
     def classify(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.head(self.norm(tokens[:, 0]))
 
+    def prefix_names(self) -> tuple[str, ...]:
+        return ("CLS",)
+
+    def embeddings(self) -> list[nn.Parameter]:
+        """torchvision's class token and positional embedding."""
+        return [self.model.class_token, self.pos_embed]
+
     def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
         """The same pass as VisionTransformer.forward, written out so that every block's tokens and
         attention come back from this call (see vitviz.model.ViT.forward_intermediates for the keys)."""

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from . import interpret as I
+from .loaded import loaded
 from . import render as R
 from .card import card_of
 from .data import pixels_to_tensor, to_pixels
@@ -55,7 +56,7 @@ def parse_target(model, target) -> int | None:
 def analyse(model, pixels: np.ndarray, target=None) -> Explanation:
     """One forward and backward pass: probabilities, attention and gradient rollout for `target`."""
     card = card_of(model)
-    x = pixels_to_tensor(pixels, card.mean, card.std).to(next(model.parameters()).device)
+    x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
     ex = I.attention_and_relevance(model, x, target=parse_target(model, target))
     return Explanation(pixels, ex["logits"][0].softmax(-1).cpu(), int(ex["target"][0]), ex["attn"][0].cpu(),
                        ex["grad_rollout"][0].cpu(), ex["lens"][0].cpu(), ex["norms"][0].cpu())
@@ -69,7 +70,7 @@ def class_map(model, ex: Explanation, method: str) -> torch.Tensor:
         return ex.grad_rollout
     if method not in ex.maps:
         card = card_of(model)
-        x = pixels_to_tensor(ex.pixels, card.mean, card.std).to(next(model.parameters()).device)
+        x = pixels_to_tensor(ex.pixels, card.mean, card.std).to(loaded(model).device)
         ex.maps[method] = relevance(model, x, method, ex.target)[0].cpu()
     return ex.maps[method]
 
@@ -108,7 +109,7 @@ class ModelSummary:
 def distance_over_batch(model, images: list[np.ndarray], batch_size: int = 50) -> torch.Tensor:
     """Mean attention distance (L, H) over a batch of input pixel arrays."""
     card = card_of(model)
-    device = next(model.parameters()).device
+    device = loaded(model).device
     total, n = None, 0
     for i in range(0, len(images), batch_size):
         x = torch.cat([pixels_to_tensor(p, card.mean, card.std) for p in images[i:i + batch_size]]).to(device)

@@ -1,0 +1,45 @@
+"""The one record of a loaded model, for every family, and the sanity check that leaves nothing trained."""
+import pytest
+import torch
+
+import vitviz
+from vitviz import sanity
+from vitviz.loaded import LoadedViT, loaded
+
+
+def test_the_record_of_each_family():
+    ours = vitviz.load_model()
+    tv = vitviz.load_model("vit_b_16", pretrained=False)
+    deit = vitviz.load_model("timm/deit_tiny_distilled_patch16_224.fb_in1k", pretrained=False)
+    dino = vitviz.load_model("timm/vit_small_patch14_reg4_dinov2.lvd142m", pretrained=False)
+    want = {id(ours): (("CLS",), (8, 8), 4, True), id(tv): (("CLS",), (14, 14), 16, True),
+            id(deit): (("CLS", "distillation"), (14, 14), 16, True),
+            id(dino): (("CLS", "register 1", "register 2", "register 3", "register 4"), (16, 16), 14, False)}
+    for m in (ours, tv, deit, dino):
+        r = loaded(m)
+        prefix, grid, patch, has_head = want[id(m)]
+        assert isinstance(r, LoadedViT) and loaded(r) is r and r.module is m
+        assert (r.layout.prefix, r.layout.grid, r.layout.patch_size) == (prefix, grid, patch)
+        assert (r.head is not None) == has_head and r.device == torch.device("cpu")
+        assert r.layout.name(0) == "CLS" and r.layout.name(len(prefix)) == "patch 0"
+        assert len(r.blocks) == r.card.config.depth
+        x = torch.randn(1, 3, *r.input_size)
+        out = r.forward_intermediates(x)
+        assert len(out["tokens"]) == len(r.blocks) and out["attn"][0].shape[-1] == r.layout.num_tokens
+        torch.testing.assert_close(r.classify(out["tokens"][-1]), out["logits"])
+        assert all(isinstance(p, torch.nn.Parameter) for p in r.embeddings())
+
+
+@pytest.mark.parametrize("which", ["ours", "torchvision"])
+def test_every_weight_randomised_changes_every_tensor(which):
+    m = vitviz.load_model() if which == "ours" else vitviz.load_model("vit_b_16", pretrained=False)
+    if which == "torchvision":  # untrained: its norms at 1 and 0, its biases and head at 0; make it look trained
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(0.1)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    r = sanity.randomised(m, "all")
+    after = r.state_dict()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert len(changed) == len(before), sorted(set(before) - set(changed))
+    assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())  # the original is untouched
