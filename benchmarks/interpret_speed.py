@@ -1,7 +1,7 @@
 """Speed of one explanation on the CPU: attention maps, rollout, gradient rollout and distances, then each
 map of vitviz.methods on its own (LeGrad, occlusion, ...).
 
-    python benchmarks/interpret_speed.py [--repeats 30] [--vit-b-16]
+    python benchmarks/interpret_speed.py [--repeats 30] [--vit-b-16] [--timm]
 
 Every map's target: a median under 50 ms per image with the shipped model, under 1.5 s
 with ViT-B/16. Occlusion runs in bf16 where the CPU has bf16 units (AVX512-BF16 or AMX;
@@ -10,7 +10,10 @@ the line says which), in fp32 elsewhere.
 For the shipped CIFAR-10 model, the four together for one image (target: median
 under 50 ms on 2 CPU cores). With --vit-b-16, one 224x224 explanation with
 torchvision's ViT-B/16 (random weights: speed does not depend on them; target:
-median under 1.5 s on 2 CPU cores). Prints medians, and the ratio to the target.
+median under 1.5 s on 2 CPU cores). With --timm, an Explore update (the one pass, rollout and
+distances, then the page's pictures drawn) for timm's DeiT-S/16, and for DINOv2-S/14 with
+registers the pass without a class (attention, rollout, token norms, distances); random
+weights, target 1.5 s each. Prints medians, and the ratio to the target.
 """
 from __future__ import annotations
 
@@ -50,11 +53,47 @@ def everything(model, x):
     return ex, I.attention_rollout(ex["attn"], all_layers=True), I.mean_attention_distance(ex["attn"], patch)
 
 
+def explore_update(model, pixels):
+    """What an Explore update costs the server: the analysis and every picture of the view drawn."""
+    from vitviz import pictures, views
+
+    ex = views.analyse(model, pixels)
+    return pictures.render_explore(model, ex)
+
+
+def no_class_pass(model, x):
+    """What a model without a classifier gets: attention, rollout by layer, token norms, distances."""
+    out = I.intermediates(model, x)
+    attn = torch.stack(out["attn"], 1).float()
+    K = I.num_prefix(model)
+    return (I.attention_rollout(attn, all_layers=True), torch.stack([t.norm(dim=-1) for t in out["tokens"]], 1),
+            I.mean_attention_distance(attn, vitviz.card_of(model).config.patch_size, prefix=K))
+
+
+def timm_figures(img, repeats: int):
+    from vitviz import views
+
+    deit = vitviz.load_model("timm/deit_small_patch16_224.fb_in1k", pretrained=False)
+    pixels = views.image_to_pixels(deit, img)
+    t = time_it(lambda: explore_update(deit, pixels), repeats)
+    print(f"DeiT-S/16 (timm) 224x224 Explore update (analysis + every picture) median {t:.2f} s; target 1.5 s "
+          f"= {t / 1.5:.2f}x")
+    reg = vitviz.load_model("timm/vit_small_patch14_reg4_dinov2.lvd142m", pretrained=False)
+    xr = vitviz.preprocess(img, reg)
+    t = time_it(lambda: no_class_pass(reg, xr), repeats)
+    print(f"DINOv2-S/14 with 4 registers (timm) 224x224 pass without a class median {t:.2f} s; target 1.5 s "
+          f"= {t / 1.5:.2f}x")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--vit-b-16", action="store_true")
+    p.add_argument("--timm", action="store_true", help="only the timm figures")
     a = p.parse_args()
+    if a.timm:
+        timm_figures(Image.open(gallery.items("cifar10")[3][0]), max(3, a.repeats // 6))
+        return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     img = Image.open(gallery.items("cifar10")[3][0])
     model = vitviz.load_model()

@@ -56,3 +56,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def write_hub_cache(cache, name: str) -> dict:
+    """A Hugging Face cache holding random weights for timm/<name>, as a download would leave it."""
+    import timm
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(1)
+    sd = {k: v.contiguous() for k, v in timm.create_model(name, pretrained=False).state_dict().items()}
+    repo = cache / f"models--timm--{name}"
+    snap = repo / "snapshots" / ("0" * 40)
+    snap.mkdir(parents=True)
+    save_file(sd, str(snap / "model.safetensors"))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    return sd

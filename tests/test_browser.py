@@ -130,6 +130,7 @@ def test_explore_patch_cls_and_fusion(page):
     first = image_src(page, "rollout")
     page.locator("#examples img").nth(12).click()  # another example
     second = wait_change(page, "rollout", first)
+    page.locator("#sees img").first.scroll_into_view_if_needed()  # the gallery's click scrolled the page down
     sees = page.locator("#sees img").first.bounding_box()
     side = sees["height"]  # the grid is square; the CLS tile sits right of it
     page.mouse.click(sees["x"] + side * 5.5 / 8, sees["y"] + side * 2.5 / 8)  # row 2, column 5

@@ -11,8 +11,18 @@ from vitviz import space, zerogpu
 
 
 def front_matter(readme: str) -> dict:
-    head = readme.split("---")[1]
-    return {k: v.strip('"') for k, v in (line.split(": ", 1) for line in head.strip().splitlines())}
+    """The front matter's `key: value` lines, and its one list (preload_from_hub) as a list."""
+    head, out, key = readme.split("---")[1], {}, None
+    for line in head.strip().splitlines():
+        if line.startswith("  - "):
+            out[key].append(line[4:])
+        elif line.endswith(":"):
+            key = line[:-1]
+            out[key] = []
+        else:
+            k, v = line.split(": ", 1)
+            out[k] = v.strip('"')
+    return out
 
 
 @pytest.fixture(scope="module", params=["cpu", "zerogpu"])
@@ -27,8 +37,9 @@ def test_front_matter_and_requirements(folder):
     fm = front_matter((out / "README.md").read_text())
     assert fm["sdk"] == "gradio" and fm["sdk_version"] == gradio.__version__ and (out / fm["app_file"]).is_file()
     assert fm["python_version"] == {"cpu": "3.11", "zerogpu": "3.12"}[hardware]
+    assert "timm/deit_small_patch16_224.fb_in1k model.safetensors" in fm["preload_from_hub"]
     reqs = (out / "requirements.txt").read_text().split()
-    assert f"gradio=={gradio.__version__}" in reqs
+    assert f"gradio=={gradio.__version__}" in reqs and "timm==1.0.31" in reqs
     if hardware == "zerogpu":
         assert {"torch==2.11.0", "torchvision==0.26.0", "spaces"} <= set(reqs)
     else:

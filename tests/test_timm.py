@@ -14,6 +14,7 @@ import torch
 import vitviz
 from vitviz import interpret as I
 from vitviz import methods
+from helpers import write_hub_cache
 from vitviz.timm_vit import TimmError
 
 timm = pytest.importorskip("timm")
@@ -130,21 +131,6 @@ def test_occlusion_and_gradient_rollout_against_hand_computations_on_a_small_tim
     assert gr.shape == (1, 16) and I.num_prefix(m) == 3  # CLS and two registers left out
 
 
-def write_hub_cache(cache: Path, name: str) -> dict:
-    """A Hugging Face cache holding random weights for timm/<name>, as a download would leave it."""
-    from safetensors.torch import save_file
-
-    torch.manual_seed(1)
-    sd = {k: v.contiguous() for k, v in timm.create_model(name, pretrained=False).state_dict().items()}
-    repo = cache / f"models--timm--{name}"
-    snap = repo / "snapshots" / ("0" * 40)
-    snap.mkdir(parents=True)
-    save_file(sd, str(snap / "model.safetensors"))
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("0" * 40)
-    return sd
-
-
 LOAD = """
 import json, sys, torch, vitviz
 m = vitviz.load_model("timm/" + sys.argv[1])
@@ -193,3 +179,76 @@ def test_what_cannot_be_had_gets_a_sentence(tmp_path, monkeypatch):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert "need internet once" in out.stdout and "Hugging Face cache" in out.stdout, out.stdout + out.stderr[-1500:]
     assert str(tmp_path) not in out.stdout  # no server path
+
+
+def test_the_app_serves_deit_from_the_hub_cache(tmp_path, monkeypatch, small_data):
+    """The menu's DeiT-S entry, its weights in a Hugging Face cache (random ones, written here): the menu says
+    it is on the machine, and Explore, Step by step and the Model tab draw it."""
+    import huggingface_hub.constants as hf
+
+    from vitviz import gallery
+    from vitviz.app import explore, model_tab, models, steps_tab
+
+    key = "timm/deit_small_patch16_224.fb_in1k"
+    monkeypatch.setattr(hf, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert "needs internet: 88 MB once" in dict((k, l) for l, k in models.model_choices())[key]
+    write_hub_cache(tmp_path / "hub", key.removeprefix("timm/"))
+    assert "on this machine" in dict((k, l) for l, k in models.model_choices())[key]
+    monkeypatch.setattr(models, "MODELS", models.SharedModels())
+    image = {"path": gallery.items("cifar10")[3][0]}
+    out = explore.explain(image, key, patch=100, layer=12, head=6)
+    assert len(out[0]) == 5 and all(isinstance(p, str) and p.endswith(".jpg") for p in out[1:9])
+    assert "patch 100" in out[-1]
+    assert len(steps_tab.steps_api(image, key, 12, 40)) == 14
+    assert model_tab.model_view(key, 50)[0] is not None
+
+
+def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, monkeypatch, small_data):
+    """DINOv2 with registers from the menu, and DeiT-tiny distilled typed by name, their weights in a Hugging
+    Face cache written here: every tab that needs no class draws; the one that does says why not."""
+    import gradio as gr
+    import huggingface_hub.constants as hf
+    import numpy as np
+    from PIL import Image
+
+    from vitviz import gallery
+    from vitviz.app import compare, explore, model_tab, models, removal_tab, steps_tab
+
+    reg, typed = "timm/vit_small_patch14_reg4_dinov2.lvd142m", "deit_tiny_distilled_patch16_224.fb_in1k"
+    monkeypatch.setattr(hf, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    for name in (reg.removeprefix("timm/"), typed):
+        write_hub_cache(tmp_path / "hub", name)
+    monkeypatch.setattr(models, "MODELS", models.SharedModels())
+    image = {"path": gallery.items("cifar10")[3][0]}
+    out = explore.explain(image, reg, patch=40)
+    names = explore.pictures.OUTPUT_NAMES
+    assert out[0] == {} and "No classifier" in out[-1] and "CLS + 4 registers" in out[-1]
+    sim = np.asarray(Image.open(out[names.index("class_map")]))
+    assert sim.shape[0] > 224  # the similarity map with its title and colour bar
+    assert "knows" not in models.model_choices()[0][0]
+    controls = explore.controls_for(reg, models.Visitor(), progress=lambda *a, **k: None)
+    assert "no classifier" in controls[9]["label"] and controls[8] == ""
+    steps = steps_tab.steps_api(image, reg, 12, 5)
+    assert "no classifier" in steps[steps_tab.steps.STEP_NAMES.index("head_text")]
+    assert model_tab.model_view(reg, 30)[0] is not None
+    left = compare.compare(image, reg, "cifar10")
+    assert left[-2] == "" and left[-1] == ""
+    with pytest.raises(gr.Error, match="no classifier"):
+        removal_tab.removal_api(image, reg, "LeGrad", 3)
+    out = explore.explain(image, typed, patch=3)  # typed bare, as a visitor would
+    assert len(out[0]) == 5 and "CLS + distillation" in out[-1]
+    with pytest.raises(gr.Error, match="timm knows no model called"):
+        explore.explain(image, "no_such_vit_anywhere")
+    with pytest.raises(gr.Error, match="not a Vision Transformer"):
+        explore.explain(image, "resnet18")
+    page = explore.controls_for("resnet18", models.Visitor(), progress=lambda *a, **k: None)
+    assert page[0] == "cifar10" and "not a Vision Transformer" in page[8]  # said beside the menu, which goes back
+    assert "ResNet" in page[8] and "Error" not in page[8] and "/" not in page[8].split("(")[0]
+
+
+def test_the_registers_benchmark_runs_on_random_weights():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "registers.py"), "--random", "--images", "2"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line for line in out.stdout.splitlines() if "dinov2" in line]
+    assert len(rows) == 2 and all(" | 2 | " in r for r in rows)

@@ -16,6 +16,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from . import interpret as I
+from .backbone import backbone_panel, similarity_panel
 from .loaded import loaded
 from . import render as R
 from .card import card_of
@@ -53,6 +54,7 @@ class ExploreView:
     heads: np.ndarray | None = None  # attention from the selected token, every layer x head
     lens: np.ndarray | None = None  # the logit lens: the prediction after each block
     norms: np.ndarray | None = None  # every patch token's norm after each block, outliers outlined
+    original: np.ndarray | None = None  # the visitor's image as uploaded, the square the model gets outlined
     summary: str = ""
 
     def outputs(self) -> tuple:
@@ -75,7 +77,10 @@ DEPENDS = {  # the options each picture is drawn from, past the image and the mo
     "heads": ("patch", "alpha", "shared"),
     "lens": (),
     "norms": ("alpha",),
+    "original": (),
 }
+# a model without a classifier draws its features' similarity to the selected patch, and its heads' masks
+WITHOUT_CLASSES = {**DEPENDS, "class_map": ("alpha", "patch"), "lens": ("alpha",)}
 
 
 class PictureCache:
@@ -129,7 +134,8 @@ class _Drawer:
         self.g, self.S = cfg.grid_size, main_size(cfg)
         self.L, self.H = ex.attn.shape[:2]
         self.mode = "bilinear" if o.smooth else "nearest"
-        self.row = 0 if o.patch is None else 1 + o.patch  # the selected token's row of attention
+        self.K = ex.prefix  # CLS, then distillation or register tokens
+        self.row = 0 if o.patch is None else self.K + o.patch  # the selected token's row of attention
         self.who = token_name(o.patch)
         self._roll = None
         self.model = model
@@ -144,7 +150,7 @@ class _Drawer:
     def _token_row(self, m: torch.Tensor) -> torch.Tensor:
         """The selected token's row over the patches; a patch's own weight drawn at the others' maximum (it
         would drown the rest)."""
-        r = m[..., self.row, 1:].clone()
+        r = m[..., self.row, self.K:].clone()
         if self.o.patch is not None and r.shape[-1] > 1:
             others = torch.cat([r[..., :self.o.patch], r[..., self.o.patch + 1:]], -1)
             r[..., self.o.patch] = others.amax(-1)
@@ -169,6 +175,8 @@ class _Drawer:
                          f"Attention rollout from {self.who}")
 
     def class_map(self) -> np.ndarray:
+        if not self.ex.has_head:
+            return similarity_panel(self.ex, self.o.patch, self.S, self.o.alpha)
         method = METHODS[self.o.method]
         cls = self.card.classes[self.ex.target]
         why = "the predicted class" if self.ex.target == int(self.ex.probs.argmax()) else "the chosen class"
@@ -180,7 +188,7 @@ class _Drawer:
         return self._own(m, what, title, outline=False)
 
     def norms(self) -> np.ndarray:
-        return norms_panel(self.ex.pixels, self.ex.norms, self.g, self.L, self.o.alpha)
+        return norms_panel(self.ex.pixels, self.ex.norms, self.g, self.L, self.o.alpha, self.K)
 
     def head_large(self) -> np.ndarray:
         layer = min(max(1, self.o.layer or self.L), self.L)
@@ -189,8 +197,10 @@ class _Drawer:
         lo, hi = float(m.min()), float(m.max())
         pic = R.overlay(self.ex.pixels, m.view(self.g, self.g), self.S, alpha=self.o.alpha, mode="nearest",
                         vmin=lo, vmax=hi)
-        return panel(self._outline(pic), f"Layer {layer}, head {head}: attention from {self.who}",
-                     Scale("attention weight" + self.own, lo, hi))
+        to_prefix = float(self.ex.attn[layer - 1, head - 1, self.row, :self.K].sum())
+        names = "CLS" if self.K == 1 else f"CLS and the other {self.K - 1} prefix token(s)"
+        return panel(self._outline(pic), f"Layer {layer}, head {head}: attention from {self.who} "
+                     f"({names} take {100 * to_prefix:.0f}% of it)", Scale("attention weight" + self.own, lo, hi))
 
     def rollout_strip(self) -> np.ndarray:
         maps, scale = scale_tiles(self._token_row(self.rolled()).view(self.L, self.g, self.g), self.o.shared)
@@ -200,7 +210,13 @@ class _Drawer:
         return panel(strip, f"Rollout from {self.who}, up to each layer", scale)
 
     def lens(self) -> np.ndarray:
+        if not self.ex.has_head:
+            return backbone_panel(self.ex, self.o.alpha)
         return lens_panel(self.card.classes, self.ex.lens)
+
+    def original(self) -> np.ndarray:
+        return original_picture(self.ex.original, self.card.config.image_size) if self.ex.original is not None \
+            else message_panel(160, "Your image", "The image as uploaded is shown here.")
 
     def heads(self) -> np.ndarray:
         maps = self._token_row(self.ex.attn).reshape(self.L * self.H, self.g, self.g)
@@ -244,15 +260,15 @@ def norm_sentence(found: list[tuple[int, int, float]]) -> str:
     return "outliers outlined: " + "; ".join(parts) + more
 
 
-def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: float) -> np.ndarray:
+def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: float, prefix: int = 1) -> np.ndarray:
     """Each block's patch-token norms as a g x g tile on one scale, the outliers (vitviz.interpret.norm_outliers)
-    outlined in white, titled with which tokens they are."""
-    patches = norms[:, 1:].float()
+    outlined in white, titled with which tokens they are; CLS (and any registers) set apart in the title."""
+    patches = norms[:, prefix:].float()
     lo, hi = float(patches.min()), float(patches.max())
     scaled = ((patches - lo) / max(hi - lo, 1e-12)).view(L, g, g)
     size = max(64, min(112, 720 // L))
     tiles = R.overlays(pixels, scaled.numpy(), size, "inferno", max(alpha, 0.7), "nearest")
-    found = I.norm_outliers(norms)
+    found = I.norm_outliers(norms, prefix=prefix)
     for layer, patch, _ in found:
         im = Image.fromarray(tiles[layer])
         r, c = divmod(patch, g)
@@ -262,8 +278,12 @@ def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: 
         tiles[layer] = np.asarray(im)
     strip = R.tile([list(tiles)], col_labels=[f"after block {i + 1}" for i in range(L)])
     cls = norms[:, 0]
+    regs = norms[:, 1:prefix]
+    extra = (f"; the {regs.shape[1]} other prefix token(s) (registers or distillation): {float(regs.min()):.3g} to "
+             f"{float(regs.max()):.3g}" if regs.numel() else "")
     return panel(strip, f"Token norms after each block: {norm_sentence(found)}. CLS: {float(cls.min()):.3g} to "
-                 f"{float(cls.max()):.3g}", Scale("L2 norm of each patch token", lo, hi, "one scale for all tiles"))
+                 f"{float(cls.max()):.3g}{extra}", Scale("L2 norm of each patch token", lo, hi,
+                                                         "one scale for all tiles"))
 
 
 def flat_relevance_reason(model) -> str:
@@ -286,10 +306,10 @@ def render_explore(model, ex: Explanation, options: Options = Options(), cache: 
                 options.method if options.method in METHODS else "gradient rollout")
     cache = cache or PictureCache()
     d = _Drawer(model, ex, o)
-    view, fresh = ExploreView(top5=top_k(model, ex.probs)), set()
+    view, fresh = ExploreView(top5=top_k(model, ex.probs) if ex.has_head else {}), set()
     names = ("rollout", "class_map", "rollout_strip") if compact else PICTURE_NAMES
     for name in names:
-        key = tuple(getattr(o, k) for k in DEPENDS[name])
+        key = tuple(getattr(o, k) for k in (DEPENDS if ex.has_head else WITHOUT_CLASSES)[name])
         pic, new = cache.get(name, ex, key, getattr(d, name))
         setattr(view, name, pic)
         if new:
@@ -299,14 +319,38 @@ def render_explore(model, ex: Explanation, options: Options = Options(), cache: 
     return view, fresh
 
 
+def original_picture(photo: np.ndarray, size: int) -> np.ndarray:
+    """The photo as uploaded with the centre square the model gets outlined (vitviz.data.to_pixels crops it);
+    `photo` is vitviz.views.original_thumbnail's, so the sizes said are those of that picture's original."""
+    h, w = photo.shape[:2]
+    side = min(h, w)
+    x0, y0 = (w - side) // 2, (h - side) // 2
+    im = Image.fromarray(photo)
+    ImageDraw.Draw(im).rectangle([x0, y0, x0 + side - 1, y0 + side - 1], outline=R.HIGHLIGHT, width=3)
+    what = "all of it" if h == w else "the outlined centre square"
+    return panel(np.asarray(im), f"Your image: the model gets {what}, resized to {size}x{size} px", min_width=300)
+
+
 def explore_summary(model, ex: Explanation, o: Options) -> str:
     card = card_of(model)
     cfg, cls = card.config, card.classes
-    pred = int(ex.probs.argmax())
-    return (f"**Prediction: {cls[pred]}** ({100 * float(ex.probs[pred]):.1f}%) · selected token: "
-            f"**{token_name(o.patch)}** · the model sees {cfg.image_size}x{cfg.image_size} px in "
+    layout = loaded(model).layout
+    prefix = " + ".join(_count(layout.prefix))
+    sees = (f"selected token: **{token_name(o.patch)}** · the model sees {cfg.image_size}x{cfg.image_size} px in "
             f"{cfg.patch_size}-px patches: a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patch tokens "
-            f"+ CLS, through {cfg.depth} layers of {cfg.num_heads} heads.")
+            f"+ {prefix}, through {cfg.depth} layers of {cfg.num_heads} heads.")
+    if not ex.has_head:
+        return (f"**No classifier**: this model learned its features without labels, so there is no class to "
+                f"explain; its heads' attention, its features' colours and their similarity stand in for the class "
+                f"map · {sees}")
+    pred = int(ex.probs.argmax())
+    return f"**Prediction: {cls[pred]}** ({100 * float(ex.probs[pred]):.1f}%) · {sees}"
+
+
+def _count(names: tuple[str, ...]) -> list[str]:
+    """('CLS', 'register 1', 'register 2') -> ['CLS', '2 registers']."""
+    regs = sum(n.startswith("register") for n in names)
+    return [n for n in names if not n.startswith("register")] + ([f"{regs} registers"] if regs else [])
 
 
 # ---------------------------------------------------------------- the input with its grid and the CLS tile

@@ -35,6 +35,13 @@ def _requirements(hardware: str) -> str:
     return "\n".join(HARDWARE[hardware]["pins"] + [f"gradio=={gradio.__version__}"] + rest) + "\n"
 
 
+def preloaded() -> list[str]:
+    """The Hub repositories of the model menu's timm entries: a Space downloads them when it is built."""
+    from .app.models import SHARED
+
+    return [key for key in SHARED if key.startswith("timm/")]
+
+
 def _readme(hardware: str) -> str:
     import gradio
 
@@ -42,7 +49,9 @@ def _readme(hardware: str) -> str:
              "sdk_version": gradio.__version__, "app_file": "app.py",
              "python_version": f'"{HARDWARE[hardware]["python"]}"',  # quoted: YAML would read 3.10 as 3.1
              "pinned": "false", "license": "mit", "short_description": "See how a Vision Transformer sees"}
-    lines = ["---"] + [f"{k}: {v}" for k, v in front.items()] + ["---", ""]
+    preload = [f"  - {key} model.safetensors" for key in preloaded()]  # the menu's timm weights, there at boot
+    lines = ["---"] + [f"{k}: {v}" for k, v in front.items()] + ["preload_from_hub:"] * bool(preload) + preload + [
+        "---", ""]
     where = ("ZeroGPU (a GPU is attached for each training run; set the Space's hardware to ZeroGPU)"
              if hardware == "zerogpu" else "CPU")
     return "\n".join(lines) + (

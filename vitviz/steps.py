@@ -18,7 +18,7 @@ from .loaded import loaded
 from . import render as R
 from .card import card_of
 from .data import pixels_to_tensor
-from .panels import Scale, panel
+from .panels import Scale, message_panel, panel
 from .pictures import PictureCache, lens_panel, locks_in, main_size, sees_picture, token_name
 
 
@@ -39,8 +39,10 @@ def walk_image(model, pixels: np.ndarray) -> Walk:
     card = card_of(model)
     x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
     w = I.walk(model, x)
+    L = w["blocks"].shape[1]
+    lens = I.lens(model, w["blocks"])[0].cpu() if card.classes else torch.zeros(L, 0)  # no classifier: no lens
     return Walk(pixels, x[0].cpu(), w["patches"][0].cpu(), w["tokens"][0].cpu(), w["blocks"][0].cpu(),
-                w["attn"][0].cpu(), I.lens(model, w["blocks"])[0].cpu(), w["logits"][0].cpu())
+                w["attn"][0].cpu(), lens, w["logits"][0].cpu())
 
 
 @dataclass
@@ -142,9 +144,10 @@ def _bars(model, w: Walk) -> np.ndarray:
 def _block(model, w: Walk, block: int, patch: int | None) -> np.ndarray:
     """Block `block` (1-based): every head's attention from the token, and the tokens' norms after it."""
     cfg = card_of(model).config
-    g, row = cfg.grid_size, 0 if patch is None else 1 + patch
+    K = loaded(model).layout.num_prefix
+    g, row = cfg.grid_size, 0 if patch is None else K + patch
     H = w.attn.shape[1]
-    maps = w.attn[block - 1, :, row, 1:].reshape(1, H, g, g)
+    maps = w.attn[block - 1, :, row, K:].reshape(1, H, g, g)
     lo, hi = maps.flatten(2).amin(-1)[..., None, None], maps.flatten(2).amax(-1)[..., None, None]
     small = max(56, min(96, 600 // H))
     tiles = R.overlays(w.pixels, ((maps - lo) / (hi - lo).clamp_min(1e-12))[0], small, alpha=0.75)
@@ -153,11 +156,33 @@ def _block(model, w: Walk, block: int, patch: int | None) -> np.ndarray:
                   Scale("attention weight", 0, 1, "each tile its own range", relative=True))
     norms = w.blocks[block - 1].norm(dim=-1)
     S = main_size(cfg)
-    n = norms[1:].view(g, g)
+    n = norms[K:].view(g, g)
     pic = R.overlay(w.pixels, n, S, cmap="magma", alpha=0.8, mode="nearest", vmin=float(n.min()), vmax=float(n.max()))
     pic = panel(pic, f"Token norms after block {block} (CLS: {float(norms[0]):.1f})",
                 Scale("L2 norm of each patch token", float(n.min()), float(n.max()), cmap="magma"))
     return _side(heads, pic)
+
+
+NO_HEAD = ("This model has no classifier: it learned its features without labels (DINO, DINOv2), so there is no "
+           "head to read and no prediction after any block. Explore shows its features instead.")
+
+
+def _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch) -> dict[str, str]:
+    """The first four stages' sentences, the same for every model."""
+    return {
+        "input_text": f"The model receives a {cfg.image_size}x{cfg.image_size} image with {C} channel(s), each "
+                      f"normalised as (value - mean) / std with mean ({mean}) and std ({std}). It is cut into a "
+                      f"{g}x{g} grid of {p}x{p}-pixel patches. Click a patch, or CLS, to follow it below.",
+        "sequence_text": f"The grid read row by row becomes a sequence of {P} patches, each {p} x {p} x {C} = "
+                         f"{p * p * C} numbers. From here on the model sees a list, not an image.",
+        "embedding_text": f"One learned linear map (the filters above, one per output value; the first 16 of {D}) "
+                          f"turns each patch into a {D}-value token: {P} x {p * p * C} -> {P} x {D}.",
+        "positions_text": f"{front} put in front ({N} tokens) and a learned positional embedding is "
+                          f"added to every token, one {D}-vector per position, so each token also carries where it "
+                          f"is; on this image it changes the patch tokens by {100 * grow:.0f}% of their length on "
+                          f"average. Right: how similar position {patch if patch is not None else (g * g) // 2 + g // 2}'s "
+                          "embedding is to every other position's (the centre one while CLS is selected).",
+    }
 
 
 def texts(model, w: Walk, block: int, patch: int | None) -> dict[str, str]:
@@ -168,23 +193,20 @@ def texts(model, w: Walk, block: int, patch: int | None) -> dict[str, str]:
     g = cfg.grid_size
     mean = ", ".join(f"{v:.3g}" for v in card.mean)
     std = ", ".join(f"{v:.3g}" for v in card.std)
-    grow = float((w.tokens[1:] - w.patches).norm(dim=-1).mean() / w.patches.norm(dim=-1).mean().clamp_min(1e-12))
+    layout = loaded(model).layout
+    K = layout.num_prefix
+    N = layout.num_tokens
+    grow = float((w.tokens[K:] - w.patches).norm(dim=-1).mean() / w.patches.norm(dim=-1).mean().clamp_min(1e-12))
+    front = "A learned CLS token is" if K == 1 else f"{K} learned tokens ({', '.join(layout.prefix)}) are"
+    if not classes:
+        return {**_inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch),
+                "block_text": f"Each of the {L} blocks lets every token attend to all {N} (attention, then an MLP, "
+                              "each added back to its input).",
+                "head_text": NO_HEAD, "lens_text": NO_HEAD}
     top = [(classes[i], float(v)) for v, i in zip(*w.lens[block - 1].topk(min(3, len(classes))))]
     final = int(w.logits.argmax())
     lock = locks_in(w.lens)
-    return {
-        "input_text": f"The model receives a {cfg.image_size}x{cfg.image_size} image with {C} channel(s), each "
-                      f"normalised as (value - mean) / std with mean ({mean}) and std ({std}). It is cut into a "
-                      f"{g}x{g} grid of {p}x{p}-pixel patches. Click a patch, or CLS, to follow it below.",
-        "sequence_text": f"The grid read row by row becomes a sequence of {P} patches, each {p} x {p} x {C} = "
-                         f"{p * p * C} numbers. From here on the model sees a list, not an image.",
-        "embedding_text": f"One learned linear map (the filters above, one per output value; the first 16 of {D}) "
-                          f"turns each patch into a {D}-value token: {P} x {p * p * C} -> {P} x {D}.",
-        "positions_text": f"A learned CLS token is put in front ({N} tokens) and a learned positional embedding is "
-                          f"added to every token, one {D}-vector per position, so each token also carries where it "
-                          f"is; on this image it changes the patch tokens by {100 * grow:.0f}% of their length on "
-                          f"average. Right: how similar position {patch if patch is not None else (g * g) // 2 + g // 2}'s "
-                          "embedding is to every other position's (the centre one while CLS is selected).",
+    return {**_inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch),
         "block_text": f"Each of the {L} blocks lets every token attend to all {N} (attention, then an MLP, each added "
                       f"back to its input). After block {block}, the CLS token read by the final norm and head "
                       "would give: " + ", ".join(f"{c} {100 * v:.0f}%" for c, v in top) + ".",
@@ -206,17 +228,19 @@ def render_steps(model, w: Walk, block: int = 1, patch: int | None = None,
     patch = patch if patch is not None and 0 <= patch < cfg.num_patches else None
     cache = cache or PictureCache()
     sim_at = patch if patch is not None else (g * g) // 2 + g // 2
+    prefix = ", ".join(loaded(model).layout.prefix)
     made = {
         "input": (("patch", patch), lambda: sees_picture(w.pixels, g, main_size(cfg), patch)),
         "sequence": (("patch", patch), lambda: _sequence(w.pixels, g, patch)),
         "embedding": ((), lambda: _side(_filters(model), _matrix(w.patches, f"{cfg.num_patches} patch tokens x "
                                                                  f"{cfg.embed_dim} values", "embedding value"))),
-        "positions": (("patch", patch), lambda: _side(_matrix(w.tokens, f"{cfg.num_patches + 1} tokens (CLS first, "
-                                                               "outlined) + positions", "token value", True),
+        "positions": (("patch", patch), lambda: _side(_matrix(w.tokens, f"{len(w.tokens)} tokens ({prefix} first, "
+                                                               "CLS outlined) + positions", "token value", True),
                                                        _similarity(model, sim_at))),
         "block": (("block", block, "patch", patch), lambda: _block(model, w, block, patch)),
-        "head": ((), lambda: _bars(model, w)),
-        "lens": ((), lambda: lens_panel(card_of(model).classes, w.lens)),
+        "head": ((), lambda: _bars(model, w) if card_of(model).classes else message_panel(224, "The head", NO_HEAD)),
+        "lens": ((), lambda: lens_panel(card_of(model).classes, w.lens) if card_of(model).classes else
+                 message_panel(224, "The logit lens", NO_HEAD)),
     }
     got = {name: cache.get(name, w, key, make) for name, (key, make) in made.items()}
     view = StepView(**{name: pic for name, (pic, _) in got.items()}, **texts(model, w, block, patch))

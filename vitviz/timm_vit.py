@@ -125,6 +125,18 @@ class TimmAdapter:
                 "input": first, "tokens": tokens}
 
 
+def weights_cached(name: str) -> bool:
+    """Whether timm/<name>'s weights are in the Hugging Face cache (no network asked)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return False
+    for filename in ("model.safetensors", "pytorch_model.bin"):
+        if isinstance(try_to_load_from_cache(f"timm/{name}", filename), str):
+            return True
+    return False
+
+
 def create(name: str, pretrained: bool = True, checkpoint: str | Path | None = None):
     """timm.create_model at 224x224, with a sentence for every way it can fail."""
     import timm
@@ -133,22 +145,27 @@ def create(name: str, pretrained: bool = True, checkpoint: str | Path | None = N
     if not timm.list_models(base) and not timm.is_model(base):
         raise TimmError(f"timm knows no model called {name[:80]!r}; names look like deit_small_patch16_224.fb_in1k "
                         f"(timm.list_models('*vit*') lists them). The families that work are {FAMILIES}.")
+    try:  # the architecture first, on the meta device (no memory, no download): refuse what vitviz cannot read
+        with torch.device("meta"):
+            skeleton = timm.create_model(name, pretrained=False)
+    except (TypeError, RuntimeError, ValueError, KeyError) as e:
+        raise TimmError(f"{name} could not be built: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}"
+                        ".") from None
+    check_supported(skeleton, name)
     kw = {"pretrained": pretrained and checkpoint is None}
     if checkpoint is not None:
         kw["pretrained_cfg_overlay"] = {"file": str(checkpoint)}
         kw["pretrained"] = True
     try:
-        model = timm.create_model(name, img_size=IMAGE_SIZE, **kw)
-    except TypeError:  # a family that takes no img_size (not a ViT)
-        model = timm.create_model(name, **kw)
+        return timm.create_model(name, img_size=IMAGE_SIZE, **kw)
     except (OSError, RuntimeError, ValueError) as e:
         raise TimmError(_why_not(name, e)) from None
-    return model
 
 
 def _why_not(name: str, e: Exception) -> str:
     text = type(e).__name__ + str(e)
-    if any(w in text for w in ("LocalEntryNotFound", "offline", "OfflineMode", "Connection", "resolve", "Hub")):
+    if any(w in text for w in ("LocalEntryNotFound", "offline", "OfflineMode", "Connection", "resolve", "Hub",
+                               "local cache")):
         return (f"The weights of {name} are not on this machine and cannot be downloaded now: they need internet "
                 "once, after which they are kept in the Hugging Face cache.")
     if "size mismatch" in text or "Missing key" in text or "Unexpected key" in text:

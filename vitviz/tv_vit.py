@@ -105,10 +105,10 @@ def load_vit_b_16(pretrained: bool = True, device="cpu"):
     if pretrained:
         try:
             model = vit_b_16(weights=weights)
-        except Exception as e:  # no internet, a broken cache
+        except Exception:  # no internet, a broken cache
             raise RuntimeError(
-                "the pretrained ViT-B/16 weights (330 MB) could not be downloaded; this needs internet once, "
-                f"after which they are kept in {weights_folder()}. ({type(e).__name__})"
+                "the pretrained ViT-B/16 weights (330 MB) are not on this machine and could not be downloaded: "
+                "they need internet once, after which they are kept in torchvision's cache."
             ) from None
     else:
         torch.manual_seed(0)

@@ -29,6 +29,24 @@ class Explanation:
     lens: torch.Tensor  # (L, C) the logit lens: class probabilities after each block
     norms: torch.Tensor  # (L, N) every token's L2 norm after each block
     maps: dict = field(default_factory=dict)  # method name -> (P,) map for `target`, made on first use
+    prefix: int = 1  # the tokens before the patches: CLS, then distillation or register tokens
+    original: np.ndarray | None = None  # the visitor's image as uploaded (a thumbnail), before the crop
+    features: torch.Tensor | None = None  # (P, D) the patches' final features, for a model without a classifier
+
+    @property
+    def has_head(self) -> bool:
+        return self.features is None
+
+
+def original_thumbnail(image, box: int = 200) -> np.ndarray:
+    """The visitor's image as uploaded, EXIF-rotated, RGB, scaled to fit `box` x `box` (a small one enlarged, its
+    pixels kept sharp)."""
+    from PIL import Image, ImageOps
+
+    im = ImageOps.exif_transpose(image).convert("RGB")
+    scale = box / max(im.size)
+    size = (max(1, round(im.width * scale)), max(1, round(im.height * scale)))
+    return np.asarray(im.resize(size, Image.NEAREST if scale > 1 else Image.BILINEAR))
 
 
 def image_to_pixels(model, image) -> np.ndarray:
@@ -55,11 +73,20 @@ def parse_target(model, target) -> int | None:
 
 def analyse(model, pixels: np.ndarray, target=None) -> Explanation:
     """One forward and backward pass: probabilities, attention and gradient rollout for `target`."""
-    card = card_of(model)
-    x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
+    card, v = card_of(model), loaded(model)
+    x = pixels_to_tensor(pixels, card.mean, card.std).to(v.device)
+    K = v.layout.num_prefix
+    if v.head is None:  # no classifier (DINO, DINOv2): no class, no logit lens; its features instead
+        with torch.no_grad():
+            out = v.forward_intermediates(x)
+            features = v.norm(out["tokens"][-1])[0, K:].float().cpu()
+        return Explanation(pixels, torch.zeros(0), -1, torch.stack(out["attn"], 1)[0].float().cpu(),
+                           torch.zeros(v.layout.num_patches), torch.zeros(len(v.blocks), 0),
+                           torch.stack([t.float().norm(dim=-1) for t in out["tokens"]], 1)[0].cpu(), prefix=K,
+                           features=features)
     ex = I.attention_and_relevance(model, x, target=parse_target(model, target))
     return Explanation(pixels, ex["logits"][0].softmax(-1).cpu(), int(ex["target"][0]), ex["attn"][0].cpu(),
-                       ex["grad_rollout"][0].cpu(), ex["lens"][0].cpu(), ex["norms"][0].cpu())
+                       ex["grad_rollout"][0].cpu(), ex["lens"][0].cpu(), ex["norms"][0].cpu(), prefix=K)
 
 
 def class_map(model, ex: Explanation, method: str) -> torch.Tensor:
@@ -73,6 +100,18 @@ def class_map(model, ex: Explanation, method: str) -> torch.Tensor:
         x = pixels_to_tensor(ex.pixels, card.mean, card.std).to(loaded(model).device)
         ex.maps[method] = relevance(model, x, method, ex.target)[0].cpu()
     return ex.maps[method]
+
+
+def what_it_knows(model) -> str:
+    """The prediction box's title: which classes the model knows, at what size (a photo of anything else still
+    gets one of them)."""
+    card = card_of(model)
+    s, n = card.config.image_size, len(card.classes)
+    if n == 0:
+        return "No prediction: this model has no classifier (it learned without labels)"
+    if n <= 12:
+        return f"Top 5 (this model knows only {n} classes, at {s}x{s} px)"
+    return f"Top 5 of the {n:,} classes it knows ({s}x{s} px)"
 
 
 def top_k(model, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
@@ -113,7 +152,8 @@ def distance_over_batch(model, images: list[np.ndarray], batch_size: int = 50) -
     total, n = None, 0
     for i in range(0, len(images), batch_size):
         x = torch.cat([pixels_to_tensor(p, card.mean, card.std) for p in images[i:i + batch_size]]).to(device)
-        d = I.mean_attention_distance(I.attention_maps(model, x), card.config.patch_size) * len(x)
+        d = I.mean_attention_distance(I.attention_maps(model, x), card.config.patch_size,
+                                      I.num_prefix(model)) * len(x)
         total = d if total is None else total + d
         n += len(x)
     return total / max(1, n)
@@ -195,7 +235,7 @@ def _training_line(card) -> str:
 EXPORT_NAMES = {"sees": "input_with_patch_grid", "rollout": "attention_rollout", "class_map": "class_map",
                 "rollout_strip": "rollout_by_layer", "heads": "attention_every_layer_x_head",
                 "head_large": "selected_layer_head", "lens": "logit_lens",
-                "norms": "token_norms"}
+                "norms": "token_norms", "original": "your_image_and_the_crop"}
 
 
 def export_view(view, attn: torch.Tensor, folder: str | Path) -> tuple[Path, Path]:

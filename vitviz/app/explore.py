@@ -50,6 +50,7 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
         key = (model_key, id(model), hash(pixels.tobytes()), t)
         if v.last is None or v.last[0] != key:
             v.last = (key, views.analyse(model, pixels, t))
+            v.last[1].original = views.original_thumbnail(read_image(image))
         ex = v.last[1]
         view, fresh = pictures.render_explore(model, ex, o, v.pictures)
         if clamped:
@@ -213,23 +214,22 @@ def controls_for(model_key: str, state, progress=gr.Progress(track_tqdm=True)):
     """When the model changes: its class list, slider ranges and example gallery, an example image that suits
     it if the shown one does not (MNIST digits for an MNIST model), and the CLS token selected again.
 
-    A model that cannot be had (ViT-B/16 without internet, no session model yet) is said beside the menu and
-    the menu goes back to the shipped CIFAR-10 model. A first ViT-B/16 load shows the download's progress
-    (torchvision's tqdm bar, tracked); it holds up no one else (a lock per model)."""
+    A model that cannot be had (ViT-B/16 or a timm model without internet, no session model yet) is said
+    beside the menu, and the sentence stays there while the menu goes back to the shipped CIFAR-10 model. A
+    first load of a downloaded model shows its progress (the download's tqdm bar, tracked); it holds up no one
+    else (a lock per model)."""
     v = visitor(state)
-    if model_key == "vit_b_16" and not models.MODELS.loaded("vit_b_16"):
-        from ..tv_vit import weights_cached, weights_folder
-
-        progress(0, desc="Loading ViT-B/16" + ("" if weights_cached() else " (downloading 330 MB once)"))
-        note = f"ViT-B/16's weights are kept in {weights_folder()}."
-    else:
-        note = ""
+    note = models.first_load(model_key, progress)
     try:
         model = resolve_model(model_key, v)
     except gr.Error as e:
         note = f"⚠️ {e.message} {note} Showing the {models.SHARED['cifar10']} instead.".replace("  ", " ")
+        v.menu_note = note  # said again when the menu's own change back to the CIFAR-10 model arrives
         model_key = "cifar10"
         model = resolve_model(model_key, v)
+    else:
+        if not note and v.menu_note:
+            note, v.menu_note = v.menu_note, ""
     card = card_of(model)
     items = gallery.items(card.gallery)
     image = gr.skip()
@@ -237,12 +237,13 @@ def controls_for(model_key: str, state, progress=gr.Progress(track_tqdm=True)):
         v.example = min(DEFAULT_EXAMPLE if v.example is None else v.example, len(items) - 1)
         v.image_gallery = card.gallery
         image = items[v.example][0]
+    has_classes = bool(card.classes)  # a model without a classifier has no class to explain
     return (model_key,
-            gr.update(choices=[PREDICTED] + list(card.classes), value=PREDICTED),
+            gr.update(choices=[PREDICTED] + list(card.classes), value=PREDICTED, interactive=has_classes),
             gr.update(maximum=card.config.depth, value=card.config.depth),
             gr.update(maximum=card.config.num_heads, value=1),
             gr.update(value=items, label=GALLERY_LABELS.get(card.gallery, "Examples"), selected_index=v.example),
-            -1, image, v, note)
+            -1, image, v, note, gr.update(label=views.what_it_knows(model)), gr.update(interactive=has_classes))
 
 
 GALLERY_LABELS = {"cifar10": "Examples: CIFAR-10 test images", "mnist": "Examples: MNIST test digits"}
@@ -282,6 +283,7 @@ def build() -> dict:
                 c["random"] = gr.Button("Random test image", size="sm", elem_id="random-btn", min_width=80)
             c["top5"] = gr.Label(num_top_classes=5, label="Prediction (top 5)", show_heading=False, elem_id="top5")
             c["image_note"] = gr.Markdown(elem_classes=["vv-note"], elem_id="image-note")
+            c["original"] = pic("Your image, as uploaded", "original")
         with gr.Column(scale=4, min_width=240):
             c["rollout"] = pic("Attention rollout", "rollout")
             c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Heads combined by", elem_id="fusion")
@@ -381,4 +383,4 @@ def model_changed(c: dict, shell):
     """What the model menu's change does to this tab: (fn, inputs, outputs) for the shell's chain."""
     return dict(fn=controls_for, inputs=[shell.model_dd, shell.state],
                 outputs=[shell.model_dd, c["target"], c["layer"], c["head"], c["examples"], c["patch"], c["image"],
-                         shell.state, shell.model_note])
+                         shell.state, shell.model_note, c["top5"], c["method"]])

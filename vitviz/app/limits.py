@@ -16,6 +16,7 @@ change it without a restart); the README lists them all.
     VITVIZ_QUEUE_SIZE         64    requests waiting in Gradio's queue, all events together
     VITVIZ_RETRY_LOAD_S       60    a failed model load is remembered this long before it is tried again
     VITVIZ_MODEL_CACHE        8     models whose Model-tab summary is kept
+    VITVIZ_TYPED_MODELS       2     timm models typed by name kept loaded besides the menu's
     VITVIZ_MAX_MAP_GFLOP      100   the most compute one occlusion map or one image's deletion curves may take
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..train_config import TrainConfig
 DEFAULTS = {"VITVIZ_MAX_TRAIN_SECONDS": 300, "VITVIZ_TRAIN_SLOTS": 1, "VITVIZ_TRAIN_QUEUE": 4,
             "VITVIZ_TRAIN_MEMORY_GB": 4.0, "VITVIZ_MAX_UPLOAD_MB": 20, "VITVIZ_CACHE_MAX_AGE_S": 3600,
             "VITVIZ_STATE_TTL_S": 1800, "VITVIZ_QUEUE_SIZE": 64, "VITVIZ_RETRY_LOAD_S": 60,
-            "VITVIZ_MODEL_CACHE": 8, "VITVIZ_MAX_MAP_GFLOP": 100, "VITVIZ_CACHE_MAX_MB": 500,
+            "VITVIZ_MODEL_CACHE": 8, "VITVIZ_MAX_MAP_GFLOP": 100, "VITVIZ_CACHE_MAX_MB": 500, "VITVIZ_TYPED_MODELS": 2,
             "VITVIZ_CACHE_CHECK_S": 5}
 
 

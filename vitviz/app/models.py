@@ -11,6 +11,7 @@ snapshots) live in their `Visitor` state and nowhere else.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 import weakref
@@ -29,7 +30,14 @@ from . import limits
 SHARED = {"cifar10": "CIFAR-10 ViT (shipped)",
           "cifar10/random-head": "CIFAR-10 ViT, head randomised (sanity check)",
           "cifar10/random-all": "CIFAR-10 ViT, every weight randomised (sanity check)",
-          "mnist": "MNIST ViT (shipped)", "vit_b_16": "ViT-B/16, ImageNet-1k (torchvision)"}
+          "mnist": "MNIST ViT (shipped)", "vit_b_16": "ViT-B/16, ImageNet-1k (torchvision)",
+          "timm/deit_small_patch16_224.fb_in1k": "DeiT-S/16, ImageNet-1k (timm)",
+          "timm/vit_small_patch8_224.dino": "DINO ViT-S/8, no classifier (timm)",
+          "timm/vit_small_patch14_dinov2.lvd142m": "DINOv2 ViT-S/14, no classifier (timm)",
+          "timm/vit_small_patch14_reg4_dinov2.lvd142m": "DINOv2 ViT-S/14 with 4 registers, no classifier (timm)"}
+DOWNLOAD_MB = {"vit_b_16": 330, "timm/deit_small_patch16_224.fb_in1k": 88, "timm/vit_small_patch8_224.dino": 87,
+               "timm/vit_small_patch14_dinov2.lvd142m": 88, "timm/vit_small_patch14_reg4_dinov2.lvd142m": 88}
+TYPED = re.compile(r"^(timm/)?[a-z0-9_]+(\.[a-z0-9_]+)?$")  # a timm name a visitor typed into the menu
 MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
     ("Trained in this session (Train tab)", "session"),
     ("Uploaded checkpoint", "upload"),
@@ -37,13 +45,41 @@ MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
 DEFAULT_EXAMPLE = 3  # the gallery image the page opens on
 
 
-def model_choices() -> list[tuple[str, str]]:
-    """The model menu, saying which model needs internet before it is picked."""
-    from ..tv_vit import weights_cached
+def on_machine(key: str) -> bool:
+    """Whether a downloaded model's weights are here already (torchvision's cache, or the Hugging Face cache)."""
+    if key == "vit_b_16":
+        from ..tv_vit import weights_cached
 
-    vit = ("ViT-B/16, ImageNet-1k (torchvision, downloaded)" if weights_cached() else
-           "ViT-B/16, ImageNet-1k (needs internet: downloads 330 MB once)")
-    return [(vit if key == "vit_b_16" else label, key) for label, key in MODEL_CHOICES]
+        return weights_cached()
+    if key.startswith("timm/"):
+        from ..timm_vit import weights_cached
+
+        return weights_cached(key.removeprefix("timm/"))
+    return True
+
+
+def model_choices() -> list[tuple[str, str]]:
+    """The model menu, saying which model is on this machine and which needs a download (and how large)."""
+    def label(name: str, key: str) -> str:
+        if key not in DOWNLOAD_MB:
+            return name
+        return f"{name} ({'on this machine' if on_machine(key) else f'needs internet: {DOWNLOAD_MB[key]} MB once'})"
+
+
+    return [(label(name, key), key) for name, key in MODEL_CHOICES]
+
+
+def first_load(key: str, progress) -> str:
+    """Before a downloaded model's first load: show progress, and return the line saying where its weights are
+    kept ('' for the others)."""
+    key = typed_key(key)
+    if not (key in DOWNLOAD_MB or key.startswith("timm/")) or MODELS.loaded(key):
+        return ""
+    name = title_of(key).split(",")[0]
+    size = f" (downloading {DOWNLOAD_MB[key]} MB once)" if key in DOWNLOAD_MB else " (a first download)"
+    progress(0, desc=f"Loading {name}" + ("" if on_machine(key) else size))
+    return (f"{name}'s weights are kept in torchvision's cache." if key == "vit_b_16" else
+            f"{name}'s weights are kept in the Hugging Face cache.")
 RETRY_LOAD_S = limits.get("VITVIZ_RETRY_LOAD_S")
 
 
@@ -61,6 +97,7 @@ class Visitor:
     looking: str = "explore"  # the tab looked at (a tab drawn from the Explore image follows it only then)
     removal: tuple | None = None  # (key, removal.Study) of the Take-patches-away tab's image
     hidden: set = field(default_factory=set)  # the patches hidden there
+    menu_note: str = ""  # why the chosen model could not be had, said until the visitor picks again
 
     def forget_session_models(self):
         for k in [k for k in self.models if k.startswith("session")]:
@@ -174,12 +211,20 @@ class SharedModels:
             try:
                 with torch.inference_mode(False):  # weights must be usable by autograd later
                     model = self._load(key)
-            except (checkpoint.CheckpointError, RuntimeError, OSError) as e:
+            except (checkpoint.CheckpointError, RuntimeError, OSError, ValueError) as e:
                 self._failed[key] = (time.monotonic(), str(e))
                 raise RuntimeError(str(e)) from None
             self._failed.pop(key, None)
             self._models[key] = model
+            self._forget_typed(keep=key)
             return model
+
+    def _forget_typed(self, keep: str):
+        """At most VITVIZ_TYPED_MODELS models typed by name stay loaded besides the menu's (the oldest goes; a
+        visitor using it keeps their reference until they pick again)."""
+        typed = [k for k in self._models if k not in SHARED and k != keep]
+        for k in typed[:max(0, len(typed) + 1 - int(limits.get("VITVIZ_TYPED_MODELS")))]:
+            del self._models[k]
 
     def _load(self, key: str):
         """A shipped model from the loader; "<key>/random-head" or "/random-all": a copy of <key> with its head or
@@ -194,9 +239,22 @@ class SharedModels:
 MODELS = SharedModels()
 
 
+def typed_key(key) -> str:
+    """The menu's key for what a visitor chose or typed: a timm name typed bare gets its "timm/"."""
+    key = str(key or "cifar10").strip()
+    if key in SHARED or key in ("session", "upload") or key.startswith("session@") or not TYPED.match(key):
+        return key
+    return key if key.startswith("timm/") else f"timm/{key}"
+
+
+def title_of(key: str) -> str:
+    return SHARED.get(key) or f"timm model {key.removeprefix('timm/')}"
+
+
 def resolve_model(key: str, state=None):
-    """The model a visitor chose; a gr.Error with a plain sentence when it cannot be had."""
-    key = str(key or "cifar10")
+    """The model a visitor chose (a menu entry, or any timm ViT's name typed into it); a gr.Error with a plain
+    sentence when it cannot be had."""
+    key = typed_key(key)
     if key in ("session", "upload") or key.startswith("session@"):
         model = visitor(state).models.get(key)
         if model is None:
@@ -204,12 +262,13 @@ def resolve_model(key: str, state=None):
                            "'Explore this model'." if key.startswith("session") else
                            "No checkpoint uploaded yet: add its .safetensors and .json files above.")
         return model
-    if key not in SHARED:
-        raise gr.Error(f"Unknown model {key[:40]!r}; choose one of: {', '.join(SHARED)}.")
+    if key not in SHARED and not key.startswith("timm/"):
+        raise gr.Error(f"Unknown model {key[:40]!r}: choose one from the menu, or type a timm ViT's name "
+                       "(e.g. deit_tiny_patch16_224.fb_in1k).")
     try:
         return MODELS.get(key)
     except RuntimeError as e:
-        raise gr.Error(f"The {SHARED[key]} could not be loaded: {e}") from None
+        raise gr.Error(f"The {title_of(key)} could not be loaded: {e}") from None
 
 
 def upload_checkpoint(files, state=None, request: gr.Request = None):

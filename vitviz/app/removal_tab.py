@@ -27,6 +27,9 @@ RANKINGS = list(METHODS) + [RANDOM]
 def _study(image, model_key, v):
     """(model, Study, the sentence saying why there are no curves, or "")."""
     model = resolve_model(model_key, v)
+    if not card_of(model).classes:
+        raise gr.Error("Taking patches away measures how a class's probability falls, and this model has no "
+                       "classifier (it learned its features without labels): choose a model with classes.")
     cfg = card_of(model).config
     pixels = pixels_for(model, image)
     why = map_cost_note("Every map's deletion curve and occlusion for this image", removal.study_passes(cfg),

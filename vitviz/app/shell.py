@@ -84,7 +84,8 @@ def build_demo() -> gr.Blocks:
                 large = gr.Checkbox(False, label="Large type (for a projector)", elem_id="large-type",
                                     container=False)
             with gr.Column(scale=0, min_width=380):
-                model_dd = gr.Dropdown(model_choices(), value="cifar10", label="Model", elem_id="model-dd")
+                model_dd = gr.Dropdown(model_choices(), value="cifar10", label="Model (or type any timm ViT's name)",
+                                       elem_id="model-dd", allow_custom_value=True)
                 model_note = gr.Markdown(elem_classes=["vv-note"], elem_id="model-note")
             with gr.Column(scale=0, min_width=300):
                 with gr.Accordion("Upload a checkpoint (.safetensors + .json)", open=False):

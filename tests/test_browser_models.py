@@ -1,0 +1,92 @@
+"""The model menu's timm entries in a real headless Chromium: each one, on a photo, draws its pictures and shows
+no error. Their weights are random ones in a Hugging Face cache this test writes (no hub is reached)."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from helpers import free_port, write_hub_cache
+from vitviz.app import build_demo, launch, models
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = pytest.mark.usefixtures("small_data")
+ENTRIES = [k for k in models.SHARED if k.startswith("timm/")]
+
+
+def photo(path):
+    """A 640 x 480 picture with a sky, a ground and a red disc: a photo's size and shape, not a 32-px thumbnail."""
+    im = Image.new("RGB", (640, 480), (120, 170, 230))
+    d = ImageDraw.Draw(im)
+    d.rectangle([0, 300, 640, 480], fill=(90, 140, 60))
+    d.ellipse([250, 150, 390, 290], fill=(210, 40, 40))
+    im.save(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    import huggingface_hub.constants as hf
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Chromium is not installed (apt-get install chromium); the browser test needs it")
+    from playwright.sync_api import sync_playwright
+
+    cache = tmp_path_factory.mktemp("hub")
+    for key in ENTRIES:
+        write_hub_cache(cache, key.removeprefix("timm/"))
+    mp = pytest.MonkeyPatch()
+    mp.setattr(hf, "HF_HUB_CACHE", str(cache))
+    mp.setattr(models, "MODELS", models.SharedModels())
+    demo = build_demo()
+    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync"])
+        yield b, url, photo(tmp_path_factory.mktemp("photo") / "photo.png")
+        b.close()
+    demo.close()
+    mp.undo()
+
+
+def src(page, elem_id):
+    loc = page.locator(f"#{elem_id} img")
+    return loc.first.get_attribute("src") if loc.count() else None
+
+
+def wait_change(page, elem_id, old, timeout=90_000):
+    page.wait_for_function(
+        """([id, old]) => { const i = document.querySelector('#' + id + ' img');
+                           return i && i.complete && i.naturalWidth > 0 && i.getAttribute('src') !== old; }""",
+        arg=[elem_id, old], timeout=timeout)
+    return src(page, elem_id)
+
+
+@pytest.mark.parametrize("key", ENTRIES)
+def test_each_timm_entry_draws_a_photo(served, key):
+    b, url, path = served
+    page = b.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(url)
+        wait_change(page, "rollout", None)
+        with page.expect_file_chooser() as chooser:
+            page.locator("#upload-btn").click()
+        chooser.value.set_files(path)
+        before = wait_change(page, "rollout", src(page, "rollout"))
+        label = next(lbl for lbl, k in models.model_choices() if k == key)
+        assert "on this machine" in label
+        page.locator("#model-dd input").click()
+        page.get_by_role("option", name=label).click()
+        for name in ("rollout", "class-map", "head-large"):
+            wait_change(page, name, before if name == "rollout" else None)
+        note = page.locator("#model-note").inner_text()
+        assert "⚠️" not in note, note
+        assert "could not" not in page.locator("#explore-top").inner_text()
+        if "no classifier" in label:
+            assert "no classifier" in page.locator("#top5").inner_text().lower()
+        page.screenshot(path=str(os.environ.get("VITVIZ_SCREENSHOTS", "/tmp")) + f"/{key.split('/')[1]}.png",
+                        full_page=False)
+    finally:
+        page.close()
