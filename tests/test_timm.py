@@ -109,6 +109,24 @@ def tiny_timm_vit(**kw):
     return m
 
 
+def test_the_sanity_checks_and_curves_on_timm_models():
+    from vitviz import sanity
+
+    deit = vitviz.load_model("timm/deit_tiny_patch16_224.fb_in1k", pretrained=False)
+    dino = vitviz.load_model("timm/vit_small_patch16_224.dino", pretrained=False)
+    stages = [label for label, _ in sanity.cascade(dino)]
+    assert stages[0] == "trained" and "head" not in stages and len(stages) == 1 + 12 + 1  # no head stage
+    for m in (deit, vitviz.load_model("timm/vit_small_patch14_reg4_dinov2.lvd142m", pretrained=False)):
+        with torch.no_grad():  # untrained, its norms sit at 1 and its biases at 0: make it look trained
+            for p in m.parameters():
+                p.add_(0.1)
+        r = sanity.randomised(m, "all")
+        unchanged = [k for (k, a), b in zip(m.state_dict().items(), r.state_dict().values()) if torch.equal(a, b)]
+        assert unchanged == [], unchanged  # every tensor, registers and layer scales included
+    comps, var = I.patch_embed_components(deit, 8)
+    assert comps.shape == (8, 3, 16, 16) and float(var.sum()) <= 1 + 1e-5
+
+
 def test_occlusion_and_gradient_rollout_against_hand_computations_on_a_small_timm_vit():
     from vitviz.card import ModelCard, describe
     from vitviz.timm_vit import config_of
@@ -235,6 +253,8 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     assert left[-2] == "" and left[-1] == ""
     with pytest.raises(gr.Error, match="no classifier"):
         removal_tab.removal_api(image, reg, "LeGrad", 3)
+    with pytest.raises(gr.Error, match="need internet once, after which they are kept in the Hugging Face cache"):
+        explore.explain(image, "timm/vit_small_patch8_224.dino")  # a menu entry whose weights are not here
     out = explore.explain(image, typed, patch=3)  # typed bare, as a visitor would
     assert len(out[0]) == 5 and "CLS + distillation" in out[-1]
     with pytest.raises(gr.Error, match="timm knows no model called"):

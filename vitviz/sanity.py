@@ -37,8 +37,9 @@ def cascade(model, seed: int = 0):
     m = copy.deepcopy(model).eval()
     a = loaded(m)
     yield "trained", m
-    _reinit(a.head, seed)
-    yield "head", m
+    if a.head is not None:  # a model without a classifier has no head stage to randomise
+        _reinit(a.head, seed)
+        yield "head", m
     L = len(a.blocks)
     for k in range(L - 1, -1, -1):
         _reinit(a.blocks[k], seed + 1 + k)
