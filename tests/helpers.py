@@ -73,3 +73,18 @@ def write_hub_cache(cache, name: str) -> dict:
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0" * 40)
     return sd
+
+
+def image_src(page, elem_id: str):
+    """The src of the first picture inside #elem_id on a Playwright page (None: none yet)."""
+    loc = page.locator(f"#{elem_id} img")
+    return loc.first.get_attribute("src") if loc.count() else None
+
+
+def wait_change(page, elem_id: str, old, timeout: float = 30_000):
+    """Wait until #elem_id shows a loaded picture whose src is not `old`; its src."""
+    page.wait_for_function(
+        """([id, old]) => { const i = document.querySelector('#' + id + ' img');
+                           return i && i.complete && i.naturalWidth > 0 && i.getAttribute('src') !== old; }""",
+        arg=[elem_id, old], timeout=timeout)
+    return image_src(page, elem_id)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from test_app import free_port
+from helpers import free_port, image_src, wait_change
 from vitviz import gallery
 from vitviz.app import build_demo, launch
 
@@ -52,19 +52,6 @@ def page(browser):
     pg = open_page(browser, 1400, 1000)
     yield pg
     pg.close()
-
-
-def image_src(page, elem_id):
-    loc = page.locator(f"#{elem_id} img")
-    return loc.first.get_attribute("src") if loc.count() else None
-
-
-def wait_change(page, elem_id, old, timeout=30_000):
-    page.wait_for_function(
-        """([id, old]) => { const i = document.querySelector('#' + id + ' img');
-                           return i && i.complete && i.naturalWidth > 0 && i.getAttribute('src') !== old; }""",
-        arg=[elem_id, old], timeout=timeout)
-    return image_src(page, elem_id)
 
 
 def box(page, elem_id):

@@ -3,11 +3,10 @@ no error. Their weights are random ones in a Hugging Face cache this test writes
 import os
 import shutil
 
-import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from helpers import free_port, write_hub_cache
+from helpers import free_port, image_src, wait_change, write_hub_cache
 from vitviz.app import build_demo, launch, models
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -51,36 +50,23 @@ def served(tmp_path_factory):
     mp.undo()
 
 
-def src(page, elem_id):
-    loc = page.locator(f"#{elem_id} img")
-    return loc.first.get_attribute("src") if loc.count() else None
-
-
-def wait_change(page, elem_id, old, timeout=90_000):
-    page.wait_for_function(
-        """([id, old]) => { const i = document.querySelector('#' + id + ' img');
-                           return i && i.complete && i.naturalWidth > 0 && i.getAttribute('src') !== old; }""",
-        arg=[elem_id, old], timeout=timeout)
-    return src(page, elem_id)
-
-
 @pytest.mark.parametrize("key", ENTRIES)
 def test_each_timm_entry_draws_a_photo(served, key):
     b, url, path = served
     page = b.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(url)
-        wait_change(page, "rollout", None)
+        wait_change(page, "rollout", None, timeout=90_000)
         with page.expect_file_chooser() as chooser:
             page.locator("#upload-btn").click()
         chooser.value.set_files(path)
-        before = wait_change(page, "rollout", src(page, "rollout"))
+        before = wait_change(page, "rollout", image_src(page, "rollout"), timeout=90_000)
         label = next(lbl for lbl, k in models.model_choices() if k == key)
         assert "on this machine" in label
         page.locator("#model-dd input").click()
         page.get_by_role("option", name=label).click()
         for name in ("rollout", "class-map", "head-large"):
-            wait_change(page, name, before if name == "rollout" else None)
+            wait_change(page, name, before if name == "rollout" else None, timeout=90_000)
         note = page.locator("#model-note").inner_text()
         assert "⚠️" not in note, note
         assert "could not" not in page.locator("#explore-top").inner_text()
