@@ -200,7 +200,8 @@ class _Drawer:
         to_prefix = float(self.ex.attn[layer - 1, head - 1, self.row, :self.K].sum())
         names = "CLS" if self.K == 1 else f"CLS and the other {self.K - 1} prefix token(s)"
         return panel(self._outline(pic), f"Layer {layer}, head {head}: attention from {self.who} "
-                     f"({names} take {100 * to_prefix:.0f}% of it)", Scale("attention weight" + self.own, lo, hi))
+                     f"({names} {'takes' if self.K == 1 else 'take'} {100 * to_prefix:.0f}% of it)",
+                     Scale("attention weight" + self.own, lo, hi))
 
     def rollout_strip(self) -> np.ndarray:
         maps, scale = scale_tiles(self._token_row(self.rolled()).view(self.L, self.g, self.g), self.o.shared)
