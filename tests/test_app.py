@@ -365,6 +365,10 @@ def test_a_second_visitor_waits_in_line_and_sees_their_place(small_data):
     assert "Waiting for the training slot" in got[0][0] and "number 1 in line" in got[0][0]
     third = list(train_tab.train_page(*form, models.Visitor(), request=FakeRequest("a")))
     assert len(third) == 1 and "one per visitor" in third[0][0]  # the same session again: refused
+    fourth = train_tab.train_page(*form, models.Visitor(), request=FakeRequest("c"))
+    assert "number 2 in line" in next(fourth)[0]
+    assert train_tab.stop_run(FakeRequest("c")).startswith("Stopping")  # Stop while waiting: leaves the line
+    assert "Stopped before it started" in list(fourth)[-1][0]
     for _ in first:  # the first run ends at its 3 s budget
         pass
     got += list(second)

@@ -92,19 +92,20 @@ def _train(form: tuple, state, request: gr.Request | None, page: bool):
         place = PLACES.enter(getattr(request, "session_hash", None), address)
     except Refused as e:
         raise gr.Error(str(e)) from None
+    key = _session_key(request)
+    stop = live.STOPS.new(key, across_processes=ZERO_GPU)  # on ZeroGPU the run lives in a forked worker
     try:
         while not place.wait(1.0):
+            if stop.is_set():  # Stop while waiting: leave the line
+                yield ("Stopped before it started: you left the line.", *[gr.skip()] * 5, v, gr.skip(), gr.skip())
+                return
             yield _waiting(place.ahead(), v)
-        key = _session_key(request)
-        stop = live.STOPS.new(key, across_processes=ZERO_GPU)  # on ZeroGPU the run lives in a forked worker
-        try:
-            for up in stream(cfg, stop, note=capped, others=ACTIVITY.recent):
-                yield _outputs(up, v)
-        finally:
-            live.STOPS.clear(key, stop)
-            memory.give_back()  # what the run's activations and optimizer held
+        for up in stream(cfg, stop, note=capped, others=ACTIVITY.recent):
+            yield _outputs(up, v)
     finally:
+        live.STOPS.clear(key, stop)
         place.leave()
+        memory.give_back()  # what the run's activations and optimizer held
 
 
 def _waiting(ahead: int, v) -> tuple:
