@@ -132,6 +132,12 @@ def build_demo() -> gr.Blocks:
     return demo
 
 
+def _exit_normally(*_):
+    """SIGTERM: exit as on Ctrl-C, so that the cleanup at exit runs; a second signal during it is ignored."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(0)
+
+
 def launch(demo: gr.Blocks | None = None, **kw):
     """Serve the app. Gradio's cached files are kept under VITVIZ_CACHE_MAX_MB while it runs, and removed with
     the app's own folders when it exits normally (Ctrl-C, SIGTERM, demo.close())."""
@@ -140,7 +146,7 @@ def launch(demo: gr.Blocks | None = None, **kw):
     if isinstance(demo, PublicBlocks):
         demo.bound_cache()
     if not kw.get("prevent_thread_lock") and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a Space stopping the app: exit normally
+        signal.signal(signal.SIGTERM, _exit_normally)  # a Space stopping the app: exit normally
     atexit.register(scratch.remove_own)
     atexit.register(gradio_files.remove_all, demo)
     kw.setdefault("allowed_paths", [str(ASSETS)])
