@@ -100,10 +100,6 @@ class LoadedViT:
         """The classifier, or None for a model without one (DINO, DINOv2)."""
         return self.adapter.head if self.card.config.num_classes else None
 
-    @property
-    def family(self) -> str:
-        return self.card.kind if self.card.kind in ("torchvision", "timm") else "vitviz"
-
     def embeddings(self) -> list[torch.nn.Parameter]:
         """The learned tokens and positions: CLS (and distillation or register tokens), the positional embedding."""
         return list(self.adapter.embeddings())
