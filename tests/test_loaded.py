@@ -43,3 +43,16 @@ def test_every_weight_randomised_changes_every_tensor(which):
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert len(changed) == len(before), sorted(set(before) - set(changed))
     assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())  # the original is untouched
+
+
+def test_a_record_goes_wherever_a_model_does():
+    from vitviz import interpret as I
+    from vitviz import methods
+
+    m = vitviz.load_model()
+    r = loaded(m)
+    x = torch.randn(1, 3, 32, 32)
+    assert torch.equal(I.occlusion(r, x, bf16=False), I.occlusion(m, x, bf16=False))
+    for name in methods.METHODS:
+        if name != "occlusion":
+            assert torch.equal(methods.relevance(r, x, name), methods.relevance(m, x, name)), name

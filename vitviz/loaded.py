@@ -47,7 +47,8 @@ class eval_mode:
     """Run a block in eval mode. A model in eval mode already (every model the app shares) is not written to, so
     concurrent requests never race on it; one in training mode (a run's own, in its thread) is switched back."""
 
-    def __init__(self, module: torch.nn.Module):
+    def __init__(self, module):
+        module = module.module if isinstance(module, LoadedViT) else module  # a record: its network
         self.module, self.was = module, module.training
 
     def __enter__(self):

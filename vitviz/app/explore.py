@@ -20,8 +20,8 @@ from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
 from ..methods import CLASS_MAPS, METHODS
 from .activity import ACTIVITY
 from .limits import occlusion_note
-from .inputs import (FUSIONS, PREDICTED, FieldError, choice, layer_index, number, patch_index, pixels_for,
-                     read_image)
+from .inputs import (FUSIONS, PREDICTED, FieldError, choice, image_and_pixels, layer_index, number, patch_index,
+                     pixels_for, read_image)
 from . import models
 from .models import DEFAULT_EXAMPLE, resolve_model, visitor
 from .widgets import help_line, pic
@@ -42,7 +42,7 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
         too_costly = o.method == "occlusion" and occlusion_note(card_of(model).config)
         if too_costly:
             raise FieldError(too_costly, "target")
-        pixels = pixels_for(model, image)
+        photo, pixels = image_and_pixels(model, image)
         try:
             t = views.parse_target(model, target)
         except ValueError as e:
@@ -50,7 +50,7 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
         key = (model_key, id(model), hash(pixels.tobytes()), t)
         if v.last is None or v.last[0] != key:
             v.last = (key, views.analyse(model, pixels, t))
-            v.last[1].original = views.original_thumbnail(read_image(image))
+            v.last[1].original = views.original_thumbnail(photo)
         ex = v.last[1]
         view, fresh = pictures.render_explore(model, ex, o, v.pictures)
         if clamped:

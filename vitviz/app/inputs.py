@@ -55,9 +55,14 @@ def _read_image(payload) -> Image.Image:
 
 def pixels_for(model, payload) -> np.ndarray:
     """What `model` sees of the uploaded image: (H, W, C) uint8."""
+    return image_and_pixels(model, payload)[1]
+
+
+def image_and_pixels(model, payload) -> tuple[Image.Image, np.ndarray]:
+    """The uploaded image, opened once, and what `model` sees of it."""
     image = read_image(payload)
     try:
-        return views.image_to_pixels(model, image)
+        return image, views.image_to_pixels(model, image)
     except ValueError as e:
         raise FieldError(f"That image could not be used: {e}.", "image") from None
 
