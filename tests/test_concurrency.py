@@ -212,6 +212,32 @@ def test_the_reference_is_not_trivially_equal():
     assert a != b
 
 
+def test_the_same_picture_answered_at_once_is_never_read_half_written(tmp_path):
+    """Two replies holding the same picture go to the same cache file. Gradio's own gr.Image rewrites it in
+    place, and a reader between the truncation and the write gets an empty file (seen in CI as
+    "cannot identify image file"); vitviz's pictures are written aside and renamed into place."""
+    from vitviz.app import widgets
+
+    pic = widgets.pic("p")
+    pic.GRADIO_CACHE = str(tmp_path)
+    arr = np.random.default_rng(0).integers(0, 255, (448, 448, 3), dtype=np.uint8)
+
+    def writer_and_reader(_):
+        bad = 0
+        for _ in range(40):
+            path = pic.postprocess(arr).path
+            try:
+                with Image.open(path) as im:
+                    bad += not np.array_equal(np.asarray(im.convert("RGB")), arr)
+            except OSError:
+                bad += 1
+        return bad
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sum(pool.map(writer_and_reader, range(8))) == 0
+    assert [p.suffix for p in tmp_path.rglob("*") if p.is_file()] == [".png"]  # one file, nothing left aside
+
+
 def test_six_clients_through_the_running_app_get_what_one_gets_alone(small_data):
     """The same through Gradio: six gradio_client clients at once, on every endpoint that draws."""
     from gradio_client import Client, handle_file

@@ -1,14 +1,51 @@
 """Components every tab draws the same way."""
 from __future__ import annotations
 
+import hashlib
+import io
+import os
+import tempfile
+from pathlib import Path
+
 import gradio as gr
+import numpy as np
+from PIL import Image
+
+
+def cache_atomically(picture, cache_dir: str, fmt: str) -> str:
+    """`picture` (an array or a PIL image) encoded as `fmt` into Gradio's cache, under the name that its
+    bytes give, and written under a temporary name first, then renamed into place. Gradio's own
+    save_pil_to_cache rewrites that same file in place, so two visitors whose replies hold the same picture
+    could read it half written (the browser or gradio_client then gets an empty or broken image)."""
+    im = picture if isinstance(picture, Image.Image) else Image.fromarray(np.asarray(picture))
+    with io.BytesIO() as out:
+        im.save(out, format=fmt)
+        data = out.getvalue()
+    folder = Path(cache_dir) / hashlib.sha256(data).hexdigest()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"picture.{fmt}"
+    if not path.is_file():
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    return str(path.resolve())
+
+
+class Picture(gr.Image):
+    """An output gr.Image whose arrays reach the cache by `cache_atomically`."""
+
+    def postprocess(self, value):
+        if isinstance(value, (np.ndarray, Image.Image)):
+            value = cache_atomically(value, self.GRADIO_CACHE, self.format or "png")
+        return super().postprocess(value)
 
 
 def pic(label: str, elem_id: str | None = None, fmt: str = "png", elem_classes_extra=(), **kw) -> gr.Image:
     """An output picture: no toolbar over it (its title and colour bar are drawn in it; Export saves it), its
     label (when shown) above it, never over it."""
     kw.setdefault("show_label", False)
-    return gr.Image(label=label, interactive=False, format=fmt, elem_classes=["vv-pic", *elem_classes_extra], elem_id=elem_id,
+    return Picture(label=label, interactive=False, format=fmt, elem_classes=["vv-pic", *elem_classes_extra], elem_id=elem_id,
                     buttons=[], **kw)
 
 
