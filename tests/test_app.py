@@ -105,7 +105,7 @@ def test_page_update_sends_only_what_changed_and_says_errors_beside_their_contro
     assert not any(notes.values())
     out = explore.explain_page(args()[0], "cifar10", *args(patch=99)[1:], state)
     notes = dict(zip(explore.NOTES, out[len(names) + 1:]))
-    assert "Patch 99" in notes["patch_note"] and not notes["image_note"] and not notes["target_note"]
+    assert "Token 99 is not in this model" in notes["patch_note"] and not notes["image_note"] and not notes["target_note"]
     assert all(_skipped(o) for o in out[:len(names)])  # the pictures stay as they were
     out = explore.explain_page(args()[0], "cifar10", *args(target="giraffe")[1:], state)
     assert "giraffe" in dict(zip(explore.NOTES, out[len(names) + 1:]))["target_note"]
@@ -148,13 +148,13 @@ def test_mnist_model_and_its_classes():
     updates = explore.controls_for("mnist", state)
     assert updates[0] == "mnist" and updates[1]["choices"][1:] == list("0123456789")
     # the CIFAR-10 image gives way to the MNIST digit in the same place of the gallery, which selects it
-    assert updates[6] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
-    assert updates[4]["selected_index"] == models.DEFAULT_EXAMPLE and not updates[8]
-    assert _skipped(explore.controls_for("mnist", state)[6])  # already an MNIST digit: kept
+    assert updates[7] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
+    assert updates[4]["selected_index"] == models.DEFAULT_EXAMPLE and not updates[9]
+    assert _skipped(explore.controls_for("mnist", state)[7])  # already an MNIST digit: kept
     # a model that cannot be had falls back to the shipped CIFAR-10 model, said beside the menu, with a CIFAR image
     back = explore.controls_for("session", state)
-    assert back[0] == "cifar10" and "No model trained" in back[8] and "instead" in back[8]
-    assert back[6] == gallery.items("cifar10")[models.DEFAULT_EXAMPLE][0]
+    assert back[0] == "cifar10" and "No model trained" in back[9] and "instead" in back[9]
+    assert back[7] == gallery.items("cifar10")[models.DEFAULT_EXAMPLE][0]
 
 
 def test_a_model_change_keeps_an_uploaded_image_that_suits_it(tmp_path):
@@ -163,8 +163,8 @@ def test_a_model_change_keeps_an_uploaded_image_that_suits_it(tmp_path):
     Image.new("RGB", (40, 40), (200, 30, 30)).save(path)
     image, patch, gal, state, note = explore.upload_image(path, "cifar10", state)
     assert image == path and gal["selected_index"] is None and state.example is None and not note
-    assert _skipped(explore.controls_for("cifar10", state)[6])  # it suits the model: kept
-    assert explore.controls_for("mnist", state)[6] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
+    assert _skipped(explore.controls_for("cifar10", state)[7])  # it suits the model: kept
+    assert explore.controls_for("mnist", state)[7] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
     bad = str(tmp_path / "bad.png")
     open(bad, "wb").write(b"not a picture")
     out = explore.upload_image(bad, "mnist", state)

@@ -146,7 +146,7 @@ def test_train_config_parses_loose_values():
 
 def test_bad_explore_values_get_sentences():
     for kw, words in ((dict(layer="abc"), "must be a number"), (dict(head=float("inf")), "finite"),
-                      (dict(patch=float("nan")), "finite"), (dict(patch=64), "not on this model's grid"),
+                      (dict(patch=float("nan")), "finite"), (dict(patch=64), "Token 64 is not in this model"),
                       (dict(discard=float("-inf")), "finite"), (dict(alpha="x"), "must be a number")):
         with pytest.raises(gr.Error, match=words):
             explore.explore_view({"path": EXAMPLE}, **kw)

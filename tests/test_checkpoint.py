@@ -12,7 +12,7 @@ def test_roundtrip(tmp_path, tiny_model):
     checkpoint.save(tmp_path / "m", tiny_model, train_config={"lr": 1}, metrics={"val_acc": 0.5})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.safetensors"]
     m = vitviz.load_model(tmp_path / "m.safetensors")
-    assert not m.training and m.card.config == tiny_model.config and m.card.classes == tiny_model.card.classes
+    assert not m.module.training and m.card.config == tiny_model.config and m.card.classes == tiny_model.card.classes
     assert m.card.mean == (0.1, 0.2, 0.3) and m.card.metrics["val_acc"] == 0.5
     assert m.card.dataset == "cifar10" and m.card.train == {"lr": 1}
     x = torch.randn(2, 3, 32, 32)

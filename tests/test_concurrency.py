@@ -21,6 +21,7 @@ from vitviz.app import compare, explore, model_tab, models, removal_tab, steps_t
 from vitviz.app.inputs import PREDICTED
 from vitviz.card import ModelCard, describe
 from vitviz.data import CIFAR10_CLASSES
+from vitviz.loaded import loaded
 from vitviz.tv_vit import config_of
 
 IMAGES = [{"path": gallery.items("cifar10")[i][0]} for i in (1, 3, 6)]
@@ -43,7 +44,7 @@ def small_torchvision_vit():
 def shared_torchvision():
     """A small torchvision ViT served under ViT-B/16's key (whose real weights need internet)."""
     old = models.MODELS._models.get("vit_b_16")
-    models.MODELS._models["vit_b_16"] = small_torchvision_vit()
+    models.MODELS._models["vit_b_16"] = loaded(small_torchvision_vit())
     yield "vit_b_16"
     if old is None:
         models.MODELS._models.pop("vit_b_16", None)

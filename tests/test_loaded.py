@@ -16,9 +16,9 @@ def test_the_record_of_each_family():
             id(deit): (("CLS", "distillation"), (14, 14), 16, True),
             id(dino): (("CLS", "register 1", "register 2", "register 3", "register 4"), (16, 16), 14, False)}
     for m in (ours, tv, deit, dino):
-        r = loaded(m)
+        r = loaded(m.module)  # a module's record is built from it, and a record is handed back as it is
         prefix, grid, patch, has_head = want[id(m)]
-        assert isinstance(r, LoadedViT) and loaded(r) is r and r.module is m
+        assert isinstance(m, LoadedViT) and loaded(m) is m and r.module is m.module and r.card is m.card
         assert (r.layout.prefix, r.layout.grid, r.layout.patch_size) == (prefix, grid, patch)
         assert (r.head is not None) == has_head and r.device == torch.device("cpu")
         assert r.layout.name(0) == "CLS" and r.layout.name(len(prefix)) == "patch 0"
@@ -35,22 +35,22 @@ def test_every_weight_randomised_changes_every_tensor(which):
     m = vitviz.load_model() if which == "ours" else vitviz.load_model("vit_b_16", pretrained=False)
     if which == "torchvision":  # untrained: its norms at 1 and 0, its biases and head at 0; make it look trained
         with torch.no_grad():
-            for p in m.parameters():
+            for p in m.module.parameters():
                 p.add_(0.1)
-    before = {k: v.clone() for k, v in m.state_dict().items()}
+    before = {k: v.clone() for k, v in m.module.state_dict().items()}
     r = sanity.randomised(m, "all")
-    after = r.state_dict()
+    after = r.module.state_dict()
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert len(changed) == len(before), sorted(set(before) - set(changed))
-    assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())  # the original is untouched
+    assert all(torch.equal(v, before[k]) for k, v in m.module.state_dict().items())  # the original is untouched
 
 
-def test_a_record_goes_wherever_a_model_does():
+def test_a_module_goes_wherever_its_record_does():
     from vitviz import interpret as I
     from vitviz import methods
 
-    m = vitviz.load_model()
-    r = loaded(m)
+    r = vitviz.load_model()
+    m = r.module
     x = torch.randn(1, 3, 32, 32)
     assert torch.equal(I.occlusion(r, x, bf16=False), I.occlusion(m, x, bf16=False))
     for name in methods.METHODS:

@@ -114,7 +114,7 @@ def test_cascade_randomises_from_the_top_and_leaves_the_model(tiny_model):
     stages = []
     for label, m in sanity.cascade(tiny_model):
         changed = {k.split(".")[0] + ("." + k.split(".")[1] if k.startswith("blocks") else "")
-                   for k, v in m.state_dict().items() if not torch.equal(v, before[k])}
+                   for k, v in m.module.state_dict().items() if not torch.equal(v, before[k])}
         stages.append((label, changed))
     assert [s[0] for s in stages] == ["trained", "head", "head + block 2", "+ block 1", "+ embeddings (everything)"]
     assert stages[0][1] == set() and stages[1][1] == {"head"}

@@ -101,11 +101,11 @@ def test_the_randomised_models_are_the_shipped_one_with_random_weights():
     every = models.resolve_model("cifar10/random-all")
     assert "head randomised" in head.card.name and not head.card.metrics
     assert not torch.equal(head.head.weight, real.head.weight)
-    for (k, a), b in zip(real.state_dict().items(), head.state_dict().values()):
+    for (k, a), b in zip(real.module.state_dict().items(), head.module.state_dict().values()):
         if not k.startswith("head."):
             assert torch.equal(a, b), k
-    assert all(not torch.equal(a, b) for k, a, b in zip(real.state_dict(), real.state_dict().values(),
-                                                        every.state_dict().values()) if k.endswith("weight")
+    assert all(not torch.equal(a, b) for k, a, b in zip(real.module.state_dict(), real.module.state_dict().values(),
+                                                        every.module.state_dict().values()) if k.endswith("weight")
                and "norm" not in k)
     x = pixels_to_tensor(np.zeros((32, 32, 3), np.uint8) + 100, real.card.mean, real.card.std)
     r1 = methods.relevance(real, x, "attention rollout")

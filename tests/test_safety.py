@@ -267,14 +267,14 @@ def test_a_first_vit_b_16_load_shows_progress_and_where_its_weights_go(monkeypat
     monkeypatch.setattr(explore.gr, "Warning", lambda msg: infos.append(msg))
     out = explore.controls_for("vit_b_16", None, progress=lambda *a, **k: shown.append(k.get("desc", "")))
     assert shown and "Loading ViT-B/16" in shown[0]
-    assert "torchvision's cache" in out[8] and weights_folder() not in out[8]  # where, without a server path
-    assert out[0] == "cifar10" and "no internet" in out[8]  # the menu falls back, said beside it
-    v = out[7]
+    assert "torchvision's cache" in out[9] and weights_folder() not in out[9]  # where, without a server path
+    assert out[0] == "cifar10" and "no internet" in out[9]  # the menu falls back, said beside it
+    v = out[8]
     again = explore.controls_for("cifar10", v, progress=lambda *a, **k: None)  # the menu's own change back
-    assert again[8] == out[8]  # the sentence stays beside the menu ...
+    assert again[9] == out[9]  # the sentence stays beside the menu ...
     mnist = explore.controls_for("mnist", v, progress=lambda *a, **k: None)
-    assert mnist[8] == ""  # ... until the next pick
-    assert "knows only 10 classes, at 28x28 px" in mnist[9]["label"]  # what the prediction box can say
+    assert mnist[9] == ""  # ... until the next pick
+    assert "knows only 10 classes, at 28x28 px" in mnist[10]["label"]  # what the prediction box can say
 
 
 def test_compare_draws_the_side_that_works_and_says_why_the_other_cannot(monkeypatch):

@@ -33,8 +33,8 @@ def offline(monkeypatch, tmp_path):
 @pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_shipped_model_loads_offline_and_meets_its_bar(name, offline):
     model = vitviz.load_model(None if name == "cifar10" else name)
-    assert not model.training
-    assert len(model.card.classes) == model.config.num_classes == 10
+    assert not model.module.training
+    assert len(model.card.classes) == model.card.config.num_classes == 10
 
     meta = json.loads(SHIPPED[name].with_suffix(".json").read_text())
     recorded_test, gallery_bar = BARS[name]

@@ -30,7 +30,8 @@ def test_logit_lens_matches_hooks_and_ends_at_the_prediction(name):
     model = load_model(name)
     cfg = model.card.config
     x = torch.randn(3, cfg.in_chans, cfg.image_size, cfg.image_size)
-    want, logits = lens_by_hooks(model, model.blocks, model.norm, model.head, x)
+    m = model.module  # the reference reads the network itself
+    want, logits = lens_by_hooks(m, m.blocks, m.norm, m.head, x)
     got = I.logit_lens(model, x)
     assert got.shape == (3, cfg.depth, cfg.num_classes)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
@@ -45,7 +46,8 @@ def vit():
 
 def test_logit_lens_of_vit_b_16(vit):
     x = torch.randn(1, 3, 224, 224)
-    want, logits = lens_by_hooks(vit, vit.encoder.layers, vit.encoder.ln, vit.heads, x)
+    m = vit.module
+    want, logits = lens_by_hooks(m, m.encoder.layers, m.encoder.ln, m.heads, x)
     got = I.logit_lens(vit, x)
     assert got.shape == (1, 12, 1000)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
@@ -56,9 +58,10 @@ def test_walk_tensors_are_the_stages_of_the_forward_pass():
     model = load_model("cifar10")
     x = torch.randn(2, 3, 32, 32)
     w = I.walk(model, x)
+    m = model.module
     with torch.no_grad():
-        patches = model.patch_embed(x)
-        tokens = torch.cat([model.cls_token.expand(2, -1, -1), patches], 1) + model.pos_embed
+        patches = m.patch_embed(x)
+        tokens = torch.cat([m.cls_token.expand(2, -1, -1), patches], 1) + m.pos_embed
     torch.testing.assert_close(w["patches"], patches)
     torch.testing.assert_close(w["tokens"], tokens)
     torch.testing.assert_close(w["logits"], model(x))

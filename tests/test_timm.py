@@ -52,11 +52,12 @@ def family(request):
 
 
 def test_logits_attention_and_token_layout_equal_timms(family):
-    name, m = family
+    name, r = family
+    m = r.module  # timm's own network, for the references
     K, g, has_head = FAMILIES[name]
     x = torch.randn(1, 3, 224, 224)
     before = {k: v.clone() for k, v in m.state_dict().items()}
-    logits, attn = I.forward_with_attention(m, x)
+    logits, attn = I.forward_with_attention(r, x)
     fused = copy.deepcopy(m)
     for blk in fused.blocks:
         blk.attn.fused_attn = True
@@ -64,9 +65,9 @@ def test_logits_attention_and_token_layout_equal_timms(family):
         torch.testing.assert_close(logits, fused(x), atol=1e-4, rtol=1e-4)  # timm's own (fused) forward
     for ours, theirs in zip(attn, timm_attention(m, x), strict=True):
         torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)
-    assert I.num_prefix(m) == K and attn[0].shape[-1] == K + g * g
-    assert m.card.config.grid_size == g and m.card.kind == "timm" and not m.training
-    assert (len(m.card.classes) == 1000) == has_head
+    assert I.num_prefix(r) == K and r.layout.num_prefix == K and attn[0].shape[-1] == K + g * g
+    assert r.card.config.grid_size == g and r.card.kind == "timm" and not m.training
+    assert (len(r.card.classes) == 1000) == has_head
     assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())  # the model is unchanged
     assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
     assert all(blk.attn.fused_attn is False for blk in m.blocks)  # set once, on this instance only
@@ -118,10 +119,11 @@ def test_the_sanity_checks_and_curves_on_timm_models():
     assert stages[0] == "trained" and "head" not in stages and len(stages) == 1 + 12 + 1  # no head stage
     for m in (deit, vitviz.load_model("timm/vit_small_patch14_reg4_dinov2.lvd142m", pretrained=False)):
         with torch.no_grad():  # untrained, its norms sit at 1 and its biases at 0: make it look trained
-            for p in m.parameters():
+            for p in m.module.parameters():
                 p.add_(0.1)
         r = sanity.randomised(m, "all")
-        unchanged = [k for (k, a), b in zip(m.state_dict().items(), r.state_dict().values()) if torch.equal(a, b)]
+        unchanged = [k for (k, a), b in zip(m.module.state_dict().items(), r.module.state_dict().values())
+                     if torch.equal(a, b)]
         assert unchanged == [], unchanged  # every tensor, registers and layer scales included
     comps, var = I.patch_embed_components(deit, 8)
     assert comps.shape == (8, 3, 16, 16) and float(var.sum()) <= 1 + 1e-5
@@ -152,7 +154,7 @@ def test_occlusion_and_gradient_rollout_against_hand_computations_on_a_small_tim
 LOAD = """
 import json, sys, torch, vitviz
 m = vitviz.load_model("timm/" + sys.argv[1])
-torch.save({k: v for k, v in m.state_dict().items()}, sys.argv[2])
+torch.save({k: v for k, v in m.module.state_dict().items()}, sys.argv[2])
 print(json.dumps({"kind": m.card.kind, "classes": len(m.card.classes), "name": m.card.name}))
 """
 
@@ -181,7 +183,7 @@ def test_a_local_safetensors_file(tmp_path):
     src = timm.create_model("deit_tiny_patch16_224", pretrained=False)
     save_file({k: v.contiguous() for k, v in src.state_dict().items()}, str(tmp_path / "mine.safetensors"))
     m = vitviz.load_model("timm/deit_tiny_patch16_224.fb_in1k", weights=tmp_path / "mine.safetensors")
-    assert all(torch.equal(v, src.state_dict()[k]) for k, v in m.state_dict().items())
+    assert all(torch.equal(v, src.state_dict()[k]) for k, v in m.module.state_dict().items())
     with pytest.raises(TimmError, match="no weights file"):
         vitviz.load_model("timm/deit_tiny_patch16_224.fb_in1k", weights=tmp_path / "missing.safetensors")
 
@@ -245,7 +247,7 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     assert sim.shape[0] > 224  # the similarity map with its title and colour bar
     assert "knows" not in models.model_choices()[0][0]
     controls = explore.controls_for(reg, models.Visitor(), progress=lambda *a, **k: None)
-    assert "no classifier" in controls[9]["label"] and controls[8] == ""
+    assert "no classifier" in controls[10]["label"] and controls[9] == ""
     steps = steps_tab.steps_api(image, reg, 12, 5)
     assert "no classifier" in steps[steps_tab.steps.STEP_NAMES.index("head_text")]
     assert model_tab.model_view(reg, 30)[0] is not None
@@ -262,8 +264,8 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     with pytest.raises(gr.Error, match="not a Vision Transformer"):
         explore.explain(image, "resnet18")
     page = explore.controls_for("resnet18", models.Visitor(), progress=lambda *a, **k: None)
-    assert page[0] == "cifar10" and "not a Vision Transformer" in page[8]  # said beside the menu, which goes back
-    assert "ResNet" in page[8] and "Error" not in page[8] and "/" not in page[8].split("(")[0]
+    assert page[0] == "cifar10" and "not a Vision Transformer" in page[9]  # said beside the menu, which goes back
+    assert "ResNet" in page[9] and "Error" not in page[9] and "/" not in page[9].split("(")[0]
 
 
 def test_the_registers_benchmark_runs_on_random_weights():
@@ -272,3 +274,41 @@ def test_the_registers_benchmark_runs_on_random_weights():
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [line for line in out.stdout.splitlines() if "dinov2" in line]
     assert len(rows) == 2 and all(" | 2 | " in r for r in rows)
+
+
+def test_a_register_is_a_token_to_select(monkeypatch):
+    """A model with registers: each register (and CLS) can be the token whose attention is drawn, numbered
+    -1 (CLS) to -K; the row drawn is that token's own, and a number past them gets this model's range."""
+    import gradio as gr
+
+    from vitviz import gallery, pictures, views
+    from vitviz.app import explore, models
+    from vitviz.card import ModelCard, describe
+    from vitviz.loaded import loaded
+    from vitviz.timm_vit import config_of
+
+    m = tiny_timm_vit(reg_tokens=2)
+    describe(m, ModelCard(config=config_of(m), classes=tuple("abcdefghij"), mean=(0.5,) * 3, std=(0.5,) * 3,
+                          kind="timm", name="tiny with registers"))
+    monkeypatch.setattr(models, "MODELS", models.SharedModels())
+    models.MODELS._models["timm/tiny_reg"] = r = loaded(m)
+    assert r.layout.prefix == ("CLS", "register 1", "register 2")
+    image = {"path": gallery.items("cifar10")[3][0]}
+    out = explore.explain(image, "timm/tiny_reg", patch=-3, layer=2, head=2)
+    assert "selected token: **register 2**" in out[-1]
+    number, menu = explore.controls_for("timm/tiny_reg", models.Visitor(), progress=lambda *a, **k: None)[5:7]
+    assert "-2 to -3 registers 1 to 2" in number["label"] and menu["visible"] and menu["choices"][2] == "register 2"
+    assert explore.pick_prefix("register 2", "timm/tiny_reg", None) == -3
+    assert explore.prefix_shown(-3, "timm/tiny_reg", None)["value"] == "register 2"
+    assert explore.prefix_shown(7, "timm/tiny_reg", None)["value"] is None
+    with pytest.raises(gr.Error, match=r"between -3 and 15 \(patches 0 to 15, -1 CLS, -2 to -3 registers 1 to 2\)"):
+        explore.explain(image, "timm/tiny_reg", patch=-4)
+
+    pixels = views.image_to_pixels(r, explore.read_image(image))
+    ex = views.analyse(r, pixels, None)
+    x = vitviz.preprocess(explore.read_image(image), r)
+    _, attn = I.forward_with_attention(m, x)  # the module itself, as the reference
+    for prefix, want_name in ((0, "CLS"), (1, "register 1"), (2, "register 2")):
+        drawer = pictures._Drawer(r, ex, pictures.Options(patch=None, prefix=prefix))
+        assert drawer.who == want_name
+        torch.testing.assert_close(drawer._token_row(ex.attn[1, 0]), attn[1][0, 0, prefix, 3:], atol=1e-5, rtol=1e-4)

@@ -20,13 +20,13 @@ def x(vit):
 def test_metadata(vit):
     cfg = vit.card.config
     assert (cfg.image_size, cfg.patch_size, cfg.depth, cfg.num_heads, cfg.grid_size) == (224, 16, 12, 12, 14)
-    assert len(vit.card.classes) == 1000 and not vit.training and vit.card.kind == "torchvision"
+    assert len(vit.card.classes) == 1000 and not vit.module.training and vit.card.kind == "torchvision"
 
 
 def test_extracted_attention_matches_q_and_k(vit, x):
     inputs = {}
     hooks = [blk.ln_1.register_forward_hook(lambda m, a, o, i=i: inputs.__setitem__(i, o.detach()))
-             for i, blk in enumerate(vit.encoder.layers)]
+             for i, blk in enumerate(vit.module.encoder.layers)]
     try:
         attn = I.attention_maps(vit, x)
     finally:
@@ -35,7 +35,7 @@ def test_extracted_attention_matches_q_and_k(vit, x):
     assert attn.shape == (1, 12, 12, 197, 197)
     torch.testing.assert_close(attn.sum(-1), torch.ones(1, 12, 12, 197), atol=1e-4, rtol=0)
     for layer in (0, 5, 11):
-        mha = vit.encoder.layers[layer].self_attention
+        mha = vit.module.encoder.layers[layer].self_attention
         h = inputs[layer]  # (1, N, D): what the attention saw
         D = h.shape[-1]
         q = h @ mha.in_proj_weight[:D].T + mha.in_proj_bias[:D]
@@ -54,8 +54,8 @@ def test_extraction_leaves_the_model_unchanged(vit, x):
     with torch.no_grad():
         after = vit(x)
     torch.testing.assert_close(before, after)
-    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in vit.modules())
-    assert all(p.grad is None for p in vit.parameters())
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in vit.module.modules())
+    assert all(p.grad is None for p in vit.module.parameters())
 
 
 def test_every_interpret_function_accepts_it(vit, x):
@@ -76,9 +76,10 @@ def test_token_norms_of_vit_b_16(vit, x):
     got = I.token_norms(vit, x)
     assert got.shape == (1, 12, 197)
     with torch.no_grad():
-        h = vit._process_input(x)
-        h = torch.cat([vit.class_token.expand(1, -1, -1), h], 1) + vit.encoder.pos_embedding
-        for layer, blk in enumerate(vit.encoder.layers):
+        tv = vit.module
+        h = tv._process_input(x)
+        h = torch.cat([tv.class_token.expand(1, -1, -1), h], 1) + tv.encoder.pos_embedding
+        for layer, blk in enumerate(tv.encoder.layers):
             h = blk(h)
             torch.testing.assert_close(got[:, layer], h.norm(dim=-1))
 
@@ -113,4 +114,4 @@ def test_legrad_occlusion_and_the_cascade_on_a_torchvision_vit():
     stages = [label for label, _ in sanity.cascade(m)]
     assert stages == ["trained", "head", "head + block 2", "+ block 1", "+ embeddings (everything)"]
     rnd = sanity.randomised(m, "all")
-    assert not torch.equal(rnd.encoder.pos_embedding, m.encoder.pos_embedding)
+    assert not torch.equal(rnd.module.encoder.pos_embedding, m.encoder.pos_embedding)

@@ -25,6 +25,7 @@ from safetensors.torch import load_file, save_file
 from .card import card_from_meta, card_of, describe
 from .fileset import recover, write_set
 from .model import ViT, ViTConfig
+from .loaded import module_of
 
 FORMAT = "vitviz-checkpoint"
 VERSION = 1
@@ -57,7 +58,7 @@ def model_meta(model: ViT, **changes) -> dict:
     return {"format": FORMAT, "version": VERSION, **replace(card_of(model), **changes).meta()}
 
 
-def save(path, model: ViT, train_config: dict | None = None, metrics: dict | None = None,
+def save(path, model, train_config: dict | None = None, metrics: dict | None = None,
          history: list | None = None, state: dict[str, torch.Tensor] | None = None) -> Path:
     """Write weights and JSON (and the resume state, when given) as one set; returns the weights path.
 
@@ -65,6 +66,7 @@ def save(path, model: ViT, train_config: dict | None = None, metrics: dict | Non
     mixed from two writes is refused on loading; vitviz.fileset makes a kill at any moment leave the old
     set or the new one.
     """
+    model = module_of(model)
     wpath, jpath = paths(path)
     stamp = uuid.uuid4().hex
     tag = {"format": FORMAT, "write": stamp, "step": str((metrics or {}).get("step", ""))}

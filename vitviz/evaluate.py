@@ -33,7 +33,7 @@ def main(argv=None) -> int:
         return 1
     split = data.test if a.split == "test" else data.val
     t = time.perf_counter()
-    loss, acc = evaluate(model, split, device)
+    loss, acc = evaluate(model.module, split, device)
     print(f"{name} {a.split} accuracy {acc:.4f} ({round(acc * len(split))}/{len(split)}), loss {loss:.4f}, "
           f"{len(split) / (time.perf_counter() - t):.0f} images/s on {device}")
     if a.record:

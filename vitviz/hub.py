@@ -4,14 +4,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import checkpoint
+from .loaded import LoadedViT, loaded
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 SHIPPED = {"cifar10": CHECKPOINTS / "cifar10" / "model", "mnist": CHECKPOINTS / "mnist" / "model"}
 
 
 def load_model(path: str | Path | None = None, device: str = "cpu", pretrained: bool = True,
-               weights: str | Path | None = None):
-    """Load a model in eval mode, with its card (vitviz.card: config, classes, normalisation, record).
+               weights: str | Path | None = None) -> LoadedViT:
+    """The record (vitviz.loaded.LoadedViT) of a model loaded in eval mode: its module, its card (config,
+    classes, normalisation, training record), its token layout and its family's adapter.
 
     path None or "cifar10": the shipped CIFAR-10 model; "mnist": the shipped MNIST model;
     "vit_b_16": torchvision's ImageNet ViT-B/16 (`pretrained=False` builds it randomly
@@ -20,6 +22,10 @@ def load_model(path: str | Path | None = None, device: str = "cpu", pretrained: 
     cache when offline; `weights=` a local .safetensors file; `pretrained=False` random weights);
     anything else: the checkpoint at that path.
     """
+    return loaded(_module(path, device, pretrained, weights))
+
+
+def _module(path, device: str, pretrained: bool, weights):
     key = "cifar10" if path is None else str(path)
     if key.startswith("timm/"):
         from .timm_vit import load_timm
@@ -29,6 +35,4 @@ def load_model(path: str | Path | None = None, device: str = "cpu", pretrained: 
         from .tv_vit import load_vit_b_16
 
         return load_vit_b_16(pretrained=pretrained, device=device)
-    if key in SHIPPED:
-        return checkpoint.load(SHIPPED[key], device)
-    return checkpoint.load(path, device)
+    return checkpoint.load(SHIPPED.get(key, path), device)

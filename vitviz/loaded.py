@@ -38,6 +38,12 @@ class TokenLayout:
     def num_tokens(self) -> int:
         return self.num_prefix + self.num_patches
 
+    def counted(self) -> str:
+        """The prefix tokens in words, registers counted: "CLS", "CLS + distillation", "CLS + 4 registers"."""
+        registers = sum(name.startswith("register") for name in self.prefix)
+        named = [name for name in self.prefix if not name.startswith("register")]
+        return " + ".join(named + ([f"{registers} register{'s' * (registers > 1)}"] if registers else []))
+
     def name(self, token: int) -> str:
         """What token `token` (0-based, prefix first) is: "CLS", "register 2", "patch 17"."""
         return self.prefix[token] if token < self.num_prefix else f"patch {token - self.num_prefix}"
@@ -48,8 +54,8 @@ class eval_mode:
     concurrent requests never race on it; one in training mode (a run's own, in its thread) is switched back."""
 
     def __init__(self, module):
-        module = module.module if isinstance(module, LoadedViT) else module  # a record: its network
-        self.module, self.was = module, module.training
+        self.module = module_of(module)
+        self.was = self.module.training
 
     def __enter__(self):
         if self.was:
@@ -119,6 +125,11 @@ class LoadedViT:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         with eval_mode(self.module):
             return self.module(x)
+
+
+def module_of(model) -> torch.nn.Module:
+    """The network of a record, or the module itself: for what works on weights (saving, copying, training)."""
+    return model.module if isinstance(model, LoadedViT) else model
 
 
 def loaded(model) -> LoadedViT:

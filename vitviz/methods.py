@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from . import interpret as I
-from .loaded import eval_mode
-from .card import card_of
+from .loaded import eval_mode, loaded
+
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def ranks(relevance: torch.Tensor) -> torch.Tensor:
 def hide(model, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     """`x` with the patches where `hidden` (B, P) is true set to the mean colour (interpret.hide_patches, at
     the model's patch size)."""
-    return I.hide_patches(x, hidden, card_of(model).config.patch_size)
+    return I.hide_patches(x, hidden, loaded(model).card.config.patch_size)
 
 
 @torch.no_grad()

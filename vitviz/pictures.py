@@ -9,7 +9,7 @@ explains a class. Every map is a `panels.panel`: titled, with its colour bar.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
@@ -19,7 +19,6 @@ from . import interpret as I
 from .backbone import backbone_panel, similarity_panel
 from .loaded import loaded
 from . import render as R
-from .card import card_of
 from .panels import Scale, is_flat, message_panel, panel
 from .methods import METHODS
 from .views import Explanation, class_map, display_size, top_k
@@ -28,13 +27,15 @@ from .views import Explanation, class_map, display_size, top_k
 @dataclass(frozen=True)
 class Options:
     """What the visitor chose: rollout's head fusion and discard ratio, the large view's layer and head
-    (1-based), the selected patch (0-based; None: the CLS token), the maps' opacity and smoothing, and whether
-    the many-panel pictures share one colour scale."""
+    (1-based), the selected patch (0-based; None: a token before the patches, `prefix`: 0 CLS, then any
+    distillation or register tokens), the maps' opacity and smoothing, and whether the many-panel pictures
+    share one colour scale."""
     fusion: str = "mean"
     discard: float = 0.0
     layer: int | None = None
     head: int | None = None
     patch: int | None = None
+    prefix: int = 0
     alpha: float = 0.6
     smooth: bool = True
     shared: bool = False
@@ -70,11 +71,11 @@ OUTPUT_NAMES = tuple(f.name for f in fields(ExploreView))
 PICTURE_NAMES = tuple(n for n in OUTPUT_NAMES if n not in ("top5", "summary"))
 DEPENDS = {  # the options each picture is drawn from, past the image and the model
     "sees": ("patch",),
-    "rollout": ("patch", "fusion", "discard", "alpha", "smooth"),
+    "rollout": ("patch", "prefix", "fusion", "discard", "alpha", "smooth"),
     "class_map": ("method", "alpha", "smooth"),
-    "head_large": ("patch", "layer", "head", "alpha"),
-    "rollout_strip": ("patch", "fusion", "discard", "alpha", "smooth", "shared"),
-    "heads": ("patch", "alpha", "shared"),
+    "head_large": ("patch", "prefix", "layer", "head", "alpha"),
+    "rollout_strip": ("patch", "prefix", "fusion", "discard", "alpha", "smooth", "shared"),
+    "heads": ("patch", "prefix", "alpha", "shared"),
     "lens": (),
     "norms": ("alpha",),
     "original": (),
@@ -114,6 +115,12 @@ def token_name(patch: int | None) -> str:
     return "CLS" if patch is None else f"patch {patch}"
 
 
+def selected_name(model, o: Options) -> str:
+    """The selected token's name in this model: "patch 17", "CLS", "register 2"."""
+    layout = loaded(model).layout
+    return layout.name(min(o.prefix, layout.num_prefix - 1) if o.patch is None else layout.num_prefix + o.patch)
+
+
 def scale_tiles(maps: torch.Tensor, shared: bool) -> tuple[torch.Tensor, Scale]:
     """(K, g, g) attention maps scaled to [0, 1] (each on its own, or all on one 0..max scale) and that scale."""
     flat = maps.float().flatten(1)
@@ -129,14 +136,14 @@ class _Drawer:
     """The pictures of one explanation under one set of options."""
 
     def __init__(self, model, ex: Explanation, o: Options):
-        self.card, self.ex, self.o = card_of(model), ex, o
+        self.card, self.ex, self.o = loaded(model).card, ex, o
         cfg = self.card.config
         self.g, self.S = cfg.grid_size, main_size(cfg)
         self.L, self.H = ex.attn.shape[:2]
         self.mode = "bilinear" if o.smooth else "nearest"
         self.K = ex.prefix  # CLS, then distillation or register tokens
-        self.row = 0 if o.patch is None else self.K + o.patch  # the selected token's row of attention
-        self.who = token_name(o.patch)
+        self.row = o.prefix if o.patch is None else self.K + o.patch  # the selected token's row of attention
+        self.who = selected_name(model, o)
         self._roll = None
         self.model = model
         # what _token_row does to a selected patch's own weight, said on every picture drawn from it
@@ -300,11 +307,10 @@ def render_explore(model, ex: Explanation, options: Options = Options(), cache: 
                    compact: bool = False) -> tuple[ExploreView, set[str]]:
     """The Explore view and the names of the pictures drawn now (the rest came from `cache` unchanged).
     `compact`: the top 5, rollout, gradient rollout and rollout by layer (the Compare view)."""
-    cfg = card_of(model).config
-    o = Options(options.fusion, options.discard, options.layer, options.head,
-                options.patch if options.patch is not None and 0 <= options.patch < cfg.num_patches else None,
-                options.alpha, options.smooth, options.shared,
-                options.method if options.method in METHODS else "gradient rollout")
+    cfg = loaded(model).card.config
+    o = replace(options, patch=options.patch if options.patch is not None and 0 <= options.patch < cfg.num_patches
+                else None, prefix=min(max(0, options.prefix), ex.prefix - 1),
+                method=options.method if options.method in METHODS else "gradient rollout")
     cache = cache or PictureCache()
     d = _Drawer(model, ex, o)
     view, fresh = ExploreView(top5=top_k(model, ex.probs) if ex.has_head else {}), set()
@@ -333,11 +339,10 @@ def original_picture(photo: np.ndarray, size: int) -> np.ndarray:
 
 
 def explore_summary(model, ex: Explanation, o: Options) -> str:
-    card = card_of(model)
-    cfg, cls = card.config, card.classes
-    layout = loaded(model).layout
-    prefix = " + ".join(_count(layout.prefix))
-    sees = (f"selected token: **{token_name(o.patch)}** · the model sees {cfg.image_size}x{cfg.image_size} px in "
+    r = loaded(model)
+    cfg, cls = r.card.config, r.card.classes
+    prefix = r.layout.counted()
+    sees = (f"selected token: **{selected_name(model, o)}** · the model sees {cfg.image_size}x{cfg.image_size} px in "
             f"{cfg.patch_size}-px patches: a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patch tokens "
             f"+ {prefix}, through {cfg.depth} layers of {cfg.num_heads} heads.")
     if not ex.has_head:
@@ -346,12 +351,6 @@ def explore_summary(model, ex: Explanation, o: Options) -> str:
                 f"map · {sees}")
     pred = int(ex.probs.argmax())
     return f"**Prediction: {cls[pred]}** ({100 * float(ex.probs[pred]):.1f}%) · {sees}"
-
-
-def _count(names: tuple[str, ...]) -> list[str]:
-    """('CLS', 'register 1', 'register 2') -> ['CLS', '2 registers']."""
-    regs = sum(n.startswith("register") for n in names)
-    return [n for n in names if not n.startswith("register")] + ([f"{regs} registers"] if regs else [])
 
 
 # ---------------------------------------------------------------- the input with its grid and the CLS tile

@@ -19,7 +19,6 @@ from PIL import ImageDraw
 from .loaded import eval_mode, loaded
 from . import methods as M
 from . import render as R
-from .card import card_of
 from .data import pixels_to_tensor
 from .panels import Scale, message_panel, panel
 from .pictures import main_size, scale_tiles
@@ -53,7 +52,7 @@ class Study:
 def study(model, pixels: np.ndarray, seed: int = 0, costly: bool = True) -> Study:
     """Every map and curve for the predicted class; without `costly`, no occlusion and no curves (a model too
     large for the machine's budget: vitviz.app.limits)."""
-    card = card_of(model)
+    card = loaded(model).card
     x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
     with eval_mode(model), torch.no_grad():
         probs = model(x).float().softmax(-1)[0]
@@ -83,7 +82,7 @@ class RemovalView:
 
 def render_removal(model, s: Study, hidden: set[int], why_not: str = "") -> RemovalView:
     """The view for the `hidden` patches; `why_not`: the sentence shown instead of the curves (not studied)."""
-    card = card_of(model)
+    card = loaded(model).card
     cfg = card.config
     mask = torch.zeros(1, cfg.num_patches, dtype=torch.bool)
     mask[0, sorted(hidden)] = True

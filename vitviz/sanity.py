@@ -33,9 +33,10 @@ def _reinit(module: torch.nn.Module, seed: int):
 
 def cascade(model, seed: int = 0):
     """Yield (stage label, model) from the trained model through every randomisation stage. The model
-    yielded is one copy, randomised further at each stage; `model` itself is never changed."""
-    m = copy.deepcopy(model).eval()
-    a = loaded(m)
+    yielded (a record, vitviz.loaded) is one copy, randomised further at each stage; `model` itself is never
+    changed."""
+    a = loaded(copy.deepcopy(loaded(model).module).eval())
+    m = a
     yield "trained", m
     if a.head is not None:  # a model without a classifier has no head stage to randomise
         _reinit(a.head, seed)
@@ -62,7 +63,7 @@ def randomised(model, kind: str, seed: int = 0):
     for label, m in cascade(model, seed):
         if label == stop:
             break
-    return describe(m, card, name=f"{card.title}, {KINDS[kind]}", metrics={}, history=())
+    return loaded(describe(m.module, card, name=f"{card.title}, {KINDS[kind]}", metrics={}, history=()))
 
 
 def average_ranks(v: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,6 @@ from PIL import Image, ImageDraw
 from . import interpret as I
 from .loaded import loaded
 from . import render as R
-from .card import card_of
 from .data import pixels_to_tensor
 from .panels import Scale, message_panel, panel
 from .pictures import PictureCache, lens_panel, locks_in, main_size, sees_picture, token_name
@@ -36,7 +35,7 @@ class Walk:
 
 
 def walk_image(model, pixels: np.ndarray) -> Walk:
-    card = card_of(model)
+    card = loaded(model).card
     x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
     w = I.walk(model, x)
     L = w["blocks"].shape[1]
@@ -122,7 +121,7 @@ def _filters(model, k: int = 16) -> np.ndarray:
 
 def _bars(model, w: Walk) -> np.ndarray:
     """The head: the largest logits and their softmax probabilities, side by side."""
-    classes = card_of(model).classes
+    classes = loaded(model).card.classes
     k = min(10, len(classes))
     probs = w.logits.softmax(-1)
     idx = probs.topk(k).indices.tolist()[::-1]
@@ -143,7 +142,7 @@ def _bars(model, w: Walk) -> np.ndarray:
 
 def _block(model, w: Walk, block: int, patch: int | None) -> np.ndarray:
     """Block `block` (1-based): every head's attention from the token, and the tokens' norms after it."""
-    cfg = card_of(model).config
+    cfg = loaded(model).card.config
     K = loaded(model).layout.num_prefix
     g, row = cfg.grid_size, 0 if patch is None else K + patch
     H = w.attn.shape[1]
@@ -187,7 +186,7 @@ def _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch) -> dict[s
 
 def texts(model, w: Walk, block: int, patch: int | None) -> dict[str, str]:
     """The sentences of every stage, with this model's numbers."""
-    card = card_of(model)
+    card = loaded(model).card
     cfg, classes = card.config, card.classes
     P, D, N, L, p, C = cfg.num_patches, cfg.embed_dim, cfg.num_patches + 1, cfg.depth, cfg.patch_size, cfg.in_chans
     g = cfg.grid_size
@@ -222,7 +221,7 @@ def render_steps(model, w: Walk, block: int = 1, patch: int | None = None,
                  cache: PictureCache | None = None) -> tuple[StepView, set[str]]:
     """Every stage for block `block` (1-based, clamped) and the selected token (`patch` None: CLS), and the
     names of the pictures drawn now: those that do not depend on what changed come from `cache`."""
-    cfg = card_of(model).config
+    cfg = loaded(model).card.config
     L, g = cfg.depth, cfg.grid_size
     block = min(max(1, int(block)), L)
     patch = patch if patch is not None and 0 <= patch < cfg.num_patches else None
@@ -238,8 +237,8 @@ def render_steps(model, w: Walk, block: int = 1, patch: int | None = None,
                                                                "CLS outlined) + positions", "token value", True),
                                                        _similarity(model, sim_at))),
         "block": (("block", block, "patch", patch), lambda: _block(model, w, block, patch)),
-        "head": ((), lambda: _bars(model, w) if card_of(model).classes else message_panel(224, "The head", NO_HEAD)),
-        "lens": ((), lambda: lens_panel(card_of(model).classes, w.lens) if card_of(model).classes else
+        "head": ((), lambda: _bars(model, w) if loaded(model).card.classes else message_panel(224, "The head", NO_HEAD)),
+        "lens": ((), lambda: lens_panel(loaded(model).card.classes, w.lens) if loaded(model).card.classes else
                  message_panel(224, "The logit lens", NO_HEAD)),
     }
     got = {name: cache.get(name, w, key, make) for name, (key, make) in made.items()}

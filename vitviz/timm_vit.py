@@ -178,7 +178,7 @@ def config_of(model):
     from .model import ViTConfig
 
     blk = model.blocks[0]
-    return ViTConfig(image_size=IMAGE_SIZE, in_chans=model.patch_embed.proj.in_channels,
+    return ViTConfig(image_size=model.patch_embed.img_size[0], in_chans=model.patch_embed.proj.in_channels,
                      patch_size=model.patch_embed.patch_size[0], embed_dim=model.embed_dim, depth=len(model.blocks),
                      num_heads=blk.attn.num_heads, mlp_ratio=blk.mlp.fc1.out_features / model.embed_dim,
                      num_classes=model.num_classes, dropout=0.0)

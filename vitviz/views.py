@@ -13,7 +13,6 @@ import torch
 from . import interpret as I
 from .loaded import loaded
 from . import render as R
-from .card import card_of
 from .data import pixels_to_tensor, to_pixels
 from .panels import Scale, panel
 
@@ -50,13 +49,13 @@ def original_thumbnail(image, box: int = 200) -> np.ndarray:
 
 
 def image_to_pixels(model, image) -> np.ndarray:
-    card = card_of(model)
+    card = loaded(model).card
     return to_pixels(image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark)
 
 
 def parse_target(model, target) -> int | None:
     """None for the predicted class; a class index from an index, a name or 'predicted'."""
-    classes = card_of(model).classes
+    classes = loaded(model).card.classes
     if target is None or target == "" or (isinstance(target, str) and target.lower().startswith("predicted")):
         return None
     if isinstance(target, (int, np.integer)) or (isinstance(target, str) and target.strip().lstrip("-").isdigit()
@@ -73,7 +72,7 @@ def parse_target(model, target) -> int | None:
 
 def analyse(model, pixels: np.ndarray, target=None) -> Explanation:
     """One forward and backward pass: probabilities, attention and gradient rollout for `target`."""
-    card, v = card_of(model), loaded(model)
+    card, v = loaded(model).card, loaded(model)
     x = pixels_to_tensor(pixels, card.mean, card.std).to(v.device)
     K = v.layout.num_prefix
     if v.head is None:  # no classifier (DINO, DINOv2): no class, no logit lens; its features instead
@@ -96,7 +95,7 @@ def class_map(model, ex: Explanation, method: str) -> torch.Tensor:
     if method == "gradient rollout":
         return ex.grad_rollout
     if method not in ex.maps:
-        card = card_of(model)
+        card = loaded(model).card
         x = pixels_to_tensor(ex.pixels, card.mean, card.std).to(loaded(model).device)
         ex.maps[method] = relevance(model, x, method, ex.target)[0].cpu()
     return ex.maps[method]
@@ -105,7 +104,7 @@ def class_map(model, ex: Explanation, method: str) -> torch.Tensor:
 def what_it_knows(model) -> str:
     """The prediction box's title: which classes the model knows, at what size (a photo of anything else still
     gets one of them)."""
-    card = card_of(model)
+    card = loaded(model).card
     s, n = card.config.image_size, len(card.classes)
     if n == 0:
         return "No prediction: this model has no classifier (it learned without labels)"
@@ -115,7 +114,7 @@ def what_it_knows(model) -> str:
 
 
 def top_k(model, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
-    classes = card_of(model).classes
+    classes = loaded(model).card.classes
     p, i = probs.topk(min(k, len(probs)))
     return {classes[j]: float(v) for v, j in zip(p.tolist(), i.tolist())}
 
@@ -147,7 +146,7 @@ class ModelSummary:
 
 def distance_over_batch(model, images: list[np.ndarray], batch_size: int = 50) -> torch.Tensor:
     """Mean attention distance (L, H) over a batch of input pixel arrays."""
-    card = card_of(model)
+    card = loaded(model).card
     device = loaded(model).device
     total, n = None, 0
     for i in range(0, len(images), batch_size):
@@ -161,7 +160,7 @@ def distance_over_batch(model, images: list[np.ndarray], batch_size: int = 50) -
 
 def summarise_model(model, images: list[np.ndarray]) -> ModelSummary:
     """The expensive part of the Model tab: attention distances over `images`, the SVD, the figure."""
-    cfg = card_of(model).config
+    cfg = loaded(model).card.config
     comps, var = I.patch_embed_components(model, 16)
     dist = distance_over_batch(model, images)
     N = 1 + cfg.num_patches
@@ -195,16 +194,19 @@ def pos_click_to_position(x: float, y: float, cfg) -> int:
 
 
 def model_card(model) -> str:
-    card = card_of(model)
-    cfg = card.config
-    params = sum(p.numel() for p in model.parameters())
+    r = loaded(model)
+    card, cfg = r.card, r.card.config
+    params = sum(p.numel() for p in r.module.parameters())
+    prefix = r.layout.counted()
     rows = [
         f"### {card.title}",
         f"- **Input:** {cfg.image_size}x{cfg.image_size}, {cfg.in_chans} channel(s); "
-        f"patch {cfg.patch_size} -> a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patches + CLS",
+        f"patch {cfg.patch_size} -> a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patches + {prefix}",
         f"- **Transformer:** depth {cfg.depth}, {cfg.num_heads} heads, width {cfg.embed_dim}, "
         f"MLP {int(cfg.embed_dim * cfg.mlp_ratio)}; {params:,} parameters",
-        f"- **Classes ({cfg.num_classes}):** " + ", ".join(card.classes[:12]) + (" ..." if cfg.num_classes > 12 else ""),
+        f"- **Classes ({cfg.num_classes}):** " + ", ".join(card.classes[:12]) + (" ..." if cfg.num_classes > 12 else "")
+        if cfg.num_classes else "- **Classes:** none. This model has no classifier: it was trained to give features "
+                                "(self-supervised), so its pictures show attention and features, not classes.",
     ]
     acc = card.accuracy()
     if acc:

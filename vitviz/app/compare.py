@@ -10,7 +10,6 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import gallery, pictures
-from ..card import card_of
 from ..methods import CLASS_MAPS
 from .activity import ACTIVITY
 from .inputs import FUSIONS, choice, number, pixels_for
@@ -26,7 +25,7 @@ def one_side(image, key: str, o: pictures.Options, state) -> tuple[list, str]:
     """(the side's outputs, "") or (Nones, the sentence saying why it could not be drawn)."""
     try:
         model = resolve_model(key, state)
-        too_costly = o.method == "occlusion" and occlusion_note(card_of(model).config)
+        too_costly = o.method == "occlusion" and occlusion_note(model.card.config)
         if too_costly:
             raise gr.Error(too_costly)
         ex = views.analyse(model, pixels_for(model, image))

@@ -15,13 +15,12 @@ from PIL import Image
 
 from .. import gallery, pictures, scratch, views
 from .. import interpret as I
-from ..card import card_of
 from ..data import DATASETS, DataUnavailable, load_dataset, pixels_to_tensor
 from ..methods import CLASS_MAPS, METHODS
 from .activity import ACTIVITY
 from .limits import occlusion_note
-from .inputs import (FUSIONS, PREDICTED, FieldError, choice, image_and_pixels, layer_index, number, patch_index,
-                     pixels_for, read_image)
+from .inputs import (FUSIONS, PREDICTED, FieldError, choice, image_and_pixels, layer_index, number, pixels_for,
+                     read_image, token_index, token_numbers)
 from . import models
 from .models import DEFAULT_EXAMPLE, resolve_model, visitor
 from .widgets import help_line, pic
@@ -37,9 +36,8 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
     with ACTIVITY:
         v = visitor(state)
         model = resolve_model(model_key, v)
-        o, clamped = _options(card_of(model).config, fusion, discard, layer, head, patch, alpha, smooth, shared,
-                              method)
-        too_costly = o.method == "occlusion" and occlusion_note(card_of(model).config)
+        o, clamped = _options(model, fusion, discard, layer, head, patch, alpha, smooth, shared, method)
+        too_costly = o.method == "occlusion" and occlusion_note(model.card.config)
         if too_costly:
             raise FieldError(too_costly, "target")
         photo, pixels = image_and_pixels(model, image)
@@ -58,14 +56,16 @@ def explore_view(image, model_key="cifar10", fusion="mean", discard=0.0, target=
         return view, fresh, ex, v
 
 
-def _options(cfg, fusion, discard, layer, head, patch, alpha, smooth, shared, method) -> tuple[pictures.Options, str]:
+def _options(model, fusion, discard, layer, head, patch, alpha, smooth, shared, method) -> tuple[pictures.Options, str]:
     """The options, and the sentences saying which layer or head was brought into this model's range."""
+    cfg = model.card.config
+    patch, prefix = token_index(patch, model.layout)
     layer, layer_note = layer_index(layer, "The layer", cfg.depth, default=cfg.depth)
     head, head_note = layer_index(head, "The head", cfg.num_heads, default=1)
     return pictures.Options(
         fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0),
-        layer=layer, head=head, patch=patch_index(patch, cfg.num_patches),
+        layer=layer, head=head, patch=patch, prefix=prefix,
         alpha=number(alpha, "The map opacity", 0.0, 1.0, default=0.6),
         smooth=bool(smooth), shared=bool(shared), method=_method(method)), " ".join(n for n in (layer_note,
                                                                                                head_note) if n)
@@ -112,7 +112,7 @@ def predict(image, model_key: str = "cifar10", state=None) -> dict[str, float]:
     """Top-5 class probabilities for an image, in gr.Label's format."""
     with ACTIVITY:
         model = resolve_model(model_key, state)
-        card = card_of(model)
+        card = model.card
         pixels = pixels_for(model, image)
         probs = model(pixels_to_tensor(pixels, card.mean, card.std))[0].float().softmax(-1)
     return views.top_k(model, probs)
@@ -150,7 +150,7 @@ def pick_example(model_key: str, state, evt: gr.SelectData):
     """The clicked example, from the gallery that suits the chosen model (MNIST digits for an MNIST model)."""
     v = visitor(state)
     try:
-        ds = card_of(resolve_model(model_key, v)).gallery
+        ds = resolve_model(model_key, v).card.gallery
     except gr.Error as e:
         return gr.skip(), gr.skip(), v, f"⚠️ {e.message}"
     items = gallery.items(ds)
@@ -166,7 +166,7 @@ def upload_image(file, model_key: str, state):
     path = file if isinstance(file, str) else getattr(file, "name", None)
     try:
         read_image(path)
-        v.image_gallery = card_of(resolve_model(model_key, v)).gallery
+        v.image_gallery = resolve_model(model_key, v).card.gallery
     except gr.Error as e:
         return gr.skip(), gr.skip(), gr.skip(), v, f"⚠️ {e.message}"
     v.example = None
@@ -180,7 +180,7 @@ def random_test_image(model_key: str, state):
     """A random image of the model's test set, its true label said beside the buttons."""
     v = visitor(state)
     try:
-        ds = card_of(resolve_model(model_key, v)).gallery
+        ds = resolve_model(model_key, v).card.gallery
         if ds not in _test_sets:
             _test_sets[ds] = load_dataset(ds, val_size=0).test
     except gr.Error as e:
@@ -201,10 +201,35 @@ def random_test_image(model_key: str, state):
 def click_token(model_key: str, state, evt: gr.SelectData):
     """A click on the input: the patch under it, or -1 for the CLS tile."""
     try:
-        cfg = card_of(resolve_model(model_key, state)).config
+        cfg = resolve_model(model_key, state).card.config
     except gr.Error:
         return gr.skip()
     return pictures.click_to_token(evt.index[0], evt.index[1], cfg)
+
+
+def pick_prefix(name: str, model_key: str, state):
+    """The token menu's choice (CLS, a distillation token, a register) as the selected token's number."""
+    try:
+        prefix = resolve_model(model_key, state).layout.prefix
+    except gr.Error:
+        return gr.skip()
+    return -1 - prefix.index(name) if name in prefix else gr.skip()
+
+
+def prefix_shown(patch, model_key: str, state):
+    """The token menu follows the selected token: its name for a token before the patches, empty for a patch."""
+    try:
+        layout = resolve_model(model_key, state).layout
+        p, k = token_index(patch, layout)
+    except gr.Error:
+        return gr.skip()
+    return gr.update(value=layout.prefix[k] if p is None else None)
+
+
+def token_controls(layout) -> tuple:
+    """The selected-token number's label, and the token menu (shown where there is more than CLS)."""
+    return (gr.update(value=-1, label=f"Selected token ({token_numbers(layout)})"),
+            gr.update(choices=list(layout.prefix), value="CLS", visible=layout.num_prefix > 1))
 
 
 # ---------------------------------------------------------------- a new model
@@ -230,7 +255,7 @@ def controls_for(model_key: str, state, progress=gr.Progress(track_tqdm=True)):
     else:
         if not note and v.menu_note:
             note, v.menu_note = v.menu_note, ""
-    card = card_of(model)
+    card = model.card
     items = gallery.items(card.gallery)
     image = gr.skip()
     if v.image_gallery != card.gallery and items:  # the shown image belongs with another kind of model
@@ -243,7 +268,8 @@ def controls_for(model_key: str, state, progress=gr.Progress(track_tqdm=True)):
             gr.update(maximum=card.config.depth, value=card.config.depth),
             gr.update(maximum=card.config.num_heads, value=1),
             gr.update(value=items, label=GALLERY_LABELS.get(card.gallery, "Examples"), selected_index=v.example),
-            -1, image, v, note, gr.update(label=views.what_it_knows(model)), gr.update(interactive=has_classes))
+            *token_controls(model.layout), image, v, note, gr.update(label=views.what_it_knows(model)),
+            gr.update(interactive=has_classes))
 
 
 GALLERY_LABELS = {"cifar10": "Examples: CIFAR-10 test images", "mnist": "Examples: MNIST test digits"}
@@ -315,8 +341,10 @@ def _build_below(c: dict):
             c["summary"] = gr.Markdown(elem_id="summary")
             help_line(HELP["sees"])
             with gr.Row():
-                c["patch"] = gr.Number(value=-1, precision=0, label="Selected token: patch number (-1: CLS)",
+                c["patch"] = gr.Number(value=-1, precision=0, label="Selected token (patches 0 to 63, -1 CLS)",
                                        elem_id="patch", min_width=160)
+                c["prefix_token"] = gr.Dropdown(["CLS"], value="CLS", label="Or a token before the patches",
+                                                visible=False, elem_id="prefix-token", min_width=140)
                 c["to_cls"] = gr.Button("Back to CLS", size="sm", elem_id="cls-btn", min_width=100)
             c["patch_note"] = gr.Markdown(elem_classes=["vv-note"])
         with gr.Column(scale=1, min_width=300):
@@ -372,6 +400,10 @@ def wire(c: dict, shell):
                       [c["image"], c["patch"], c["examples"], shell.state, c["image_note"]], api_visibility="private")
     c["sees"].select(click_token, [shell.model_dd, shell.state], c["patch"], api_visibility="private")
     c["to_cls"].click(lambda: -1, None, c["patch"], api_visibility="private", queue=False)
+    c["prefix_token"].input(pick_prefix, [c["prefix_token"], shell.model_dd, shell.state], c["patch"],
+                            api_visibility="private")
+    c["patch"].change(prefix_shown, [c["patch"], shell.model_dd, shell.state], c["prefix_token"],
+                      api_visibility="private")
     c["api_export"].click(export, inputs, [c["export_files"], shell.state], preprocess=False, api_name="export",
                           api_description="The Explore view's pictures as PNGs in a zip, and the raw attention as .npy.")
     c["export"].click(export_page, inputs, [c["export_files"], shell.state, c["export_note"]], preprocess=False,
@@ -382,5 +414,6 @@ def wire(c: dict, shell):
 def model_changed(c: dict, shell):
     """What the model menu's change does to this tab: (fn, inputs, outputs) for the shell's chain."""
     return dict(fn=controls_for, inputs=[shell.model_dd, shell.state],
-                outputs=[shell.model_dd, c["target"], c["layer"], c["head"], c["examples"], c["patch"], c["image"],
+                outputs=[shell.model_dd, c["target"], c["layer"], c["head"], c["examples"], c["patch"],
+                         c["prefix_token"], c["image"],
                          shell.state, shell.model_note, c["top5"], c["method"]])

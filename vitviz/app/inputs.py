@@ -113,6 +113,33 @@ def patch_index(value, num_patches: int) -> int | None:
     return None if p < 0 else p
 
 
+def token_index(value, layout) -> tuple[int | None, int]:
+    """The selected token as (patch or None, which prefix token): 0 to P-1 a patch, -1 CLS, -2 to -K the other
+    tokens before the patches (distillation, registers) of this model's `layout` (vitviz.loaded.TokenLayout)."""
+    try:
+        p = whole(value, "The selected token", -math.inf, math.inf, default=-1)
+    except gr.Error as e:
+        raise about("patch", e) from None
+    K, P = layout.num_prefix, layout.num_patches
+    if not -K <= p < P:
+        raise FieldError(f"Token {p} is not in this model: the selected token must be between {-K} and {P - 1} "
+                         f"({token_numbers(layout)}).", "patch")
+    return (None, int(-1 - p)) if p < 0 else (int(p), 0)
+
+
+def token_numbers(layout) -> str:
+    """How this model's tokens are numbered, in words: "patches 0 to 63, -1 CLS, -2 to -5 registers 1 to 4"."""
+    K, P = layout.num_prefix, layout.num_patches
+    words = [f"patches 0 to {P - 1}", "-1 CLS"]
+    if K == 2:
+        words.append(f"-2 {layout.prefix[1]}")
+    elif K > 2:
+        registers = all(n.startswith("register") for n in layout.prefix[1:])
+        words.append(f"-2 to {-K} registers 1 to {K - 1}" if registers else
+                     ", ".join(f"{-1 - k} {n}" for k, n in enumerate(layout.prefix) if k))
+    return ", ".join(words)
+
+
 def layer_index(value, what: str, count: int, default: int) -> tuple[int, str]:
     """A 1-based layer, head or block of this model, and '' or the sentence saying it was brought into range:
     a value past this model's 1 to `count` (another model's layer, a stale slider) shows the nearest one, and

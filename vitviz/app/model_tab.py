@@ -14,7 +14,6 @@ import torch
 from PIL import Image
 
 from .. import gallery, views
-from ..card import card_of
 from . import limits
 from .cache import ModelCache
 from .inputs import whole
@@ -26,7 +25,7 @@ SUMMARIES = ModelCache(int(limits.get("VITVIZ_MODEL_CACHE")))
 
 def summary_of(model) -> views.ModelSummary:
     def make():
-        card = card_of(model)
+        card = model.card
         items = gallery.items(card.gallery)
         if card.config.image_size >= 224:
             items = items[::10]  # a 224-px ViT is slow on a CPU: 10 images
@@ -38,7 +37,7 @@ def summary_of(model) -> views.ModelSummary:
 
 
 def _position(model, position) -> int:
-    cfg = card_of(model).config
+    cfg = model.card.config
     p = whole(position, "The position", -1, cfg.num_patches - 1, default=-1,
               where=f" for this model (positions 0 to {cfg.num_patches - 1}; -1: the centre one)")
     return views.default_position(cfg) if p < 0 else p
@@ -48,7 +47,7 @@ def model_view(model_key: str, position=-1, state=None):
     """(positional tiles, the selected position large, distance figure, components, card, components note)."""
     model = resolve_model(model_key, state)
     s = summary_of(model)
-    tiles, large = views.position_pictures(s, card_of(model).config, _position(model, position))
+    tiles, large = views.position_pictures(s, model.card.config, _position(model, position))
     note = (f"Top {len(s.variance)} principal components of the patch-embedding filters "
             f"({100 * float(s.variance.sum()):.0f}% of their variance).")
     return tiles, large, s.distance, s.components, s.card, note
@@ -57,7 +56,7 @@ def model_view(model_key: str, position=-1, state=None):
 def pos_click(model_key: str, state, evt: gr.SelectData):
     """A click on the tiles: the clicked position and its two redrawn pictures."""
     model = resolve_model(model_key, state)
-    cfg = card_of(model).config
+    cfg = model.card.config
     pos = views.pos_click_to_position(evt.index[0], evt.index[1], cfg)
     tiles, large = views.position_pictures(summary_of(model), cfg, pos)
     return pos, tiles, large

@@ -22,6 +22,7 @@ import torch
 
 from .. import checkpoint, memory
 from ..hub import load_model
+from ..loaded import LoadedViT, loaded
 from ..pictures import PictureCache
 from ..sanity import randomised
 from .picfiles import REPLIES, PictureFiles
@@ -73,7 +74,7 @@ def first_load(key: str, progress) -> str:
     """Before a downloaded model's first load: show progress, and return the line saying where its weights are
     kept ('' for the others)."""
     key = typed_key(key)
-    if not (key in DOWNLOAD_MB or key.startswith("timm/")) or MODELS.loaded(key):
+    if not (key in DOWNLOAD_MB or key.startswith("timm/")) or MODELS.is_loaded(key):
         return ""
     name = title_of(key).split(",")[0]
     size = f" (downloading {DOWNLOAD_MB[key]} MB once)" if key in DOWNLOAD_MB else " (a first download)"
@@ -185,11 +186,12 @@ def release_state(value):
 
 
 class SharedModels:
-    """The shipped models and ViT-B/16, each loaded once on first use and then only read."""
+    """The menu's models (records, vitviz.loaded: what `loader` gives), each loaded once on first use and then
+    only read."""
 
     def __init__(self, loader=load_model, retry_after: float = RETRY_LOAD_S):
         self._loader, self._retry_after = loader, retry_after
-        self._models: dict[str, torch.nn.Module] = {}
+        self._models: dict[str, LoadedViT] = {}
         self._failed: dict[str, tuple[float, str]] = {}  # key -> (when, the sentence to repeat)
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -232,7 +234,7 @@ class SharedModels:
         base, _, kind = key.partition("/random-")
         return randomised(self.get(base), kind) if kind else self._loader(key)
 
-    def loaded(self, key: str) -> bool:
+    def is_loaded(self, key: str) -> bool:
         return key in self._models
 
 
@@ -285,7 +287,7 @@ def upload_checkpoint(files, state=None, request: gr.Request = None):
         model = checkpoint.load_pair(weights[0], metas[0])
     except checkpoint.CheckpointError as e:
         return f"⚠️ That checkpoint could not be loaded: {e}.", v, gr.skip()
-    v.models["upload"] = model
+    v.models["upload"] = loaded(model)
     v.last = None
     cfg = model.card.config
     msg = (f"Loaded **{os.path.basename(weights[0])}**: {cfg.image_size}x{cfg.image_size}, patch {cfg.patch_size}, "

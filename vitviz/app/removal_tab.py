@@ -11,7 +11,6 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import removal
-from ..card import card_of
 from ..methods import METHODS, RANDOM
 from ..pictures import click_to_token
 from .activity import ACTIVITY
@@ -27,10 +26,10 @@ RANKINGS = list(METHODS) + [RANDOM]
 def _study(image, model_key, v):
     """(model, Study, the sentence saying why there are no curves, or "")."""
     model = resolve_model(model_key, v)
-    if not card_of(model).classes:
+    if not model.card.classes:
         raise gr.Error("Taking patches away measures how a class's probability falls, and this model has no "
                        "classifier (it learned its features without labels): choose a model with classes.")
-    cfg = card_of(model).config
+    cfg = model.card.config
     pixels = pixels_for(model, image)
     why = map_cost_note("Every map's deletion curve and occlusion for this image", removal.study_passes(cfg),
                         removal.study_gflop(cfg))
@@ -47,7 +46,7 @@ def view(image, model_key="cifar10", method="LeGrad", k=0, state=None, toggle: i
     with ACTIVITY:
         v = visitor(state)
         model, s, why = _study(image, model_key, v)
-        P = card_of(model).config.num_patches
+        P = model.card.config.num_patches
         method = choice(method, "The ranking", RANKINGS, default="LeGrad")
         if method not in s.maps:
             raise gr.Error(f"{method} is not computed for this model here: {why}")
@@ -80,7 +79,7 @@ def ranked(image, model_key, method, k, state):
 def clicked(image, model_key, method, k, state, evt: gr.SelectData):
     """A click on the picture: that patch hidden, or shown again."""
     try:
-        cfg = card_of(resolve_model(model_key, state)).config
+        cfg = resolve_model(model_key, state).card.config
     except gr.Error as e:
         return _page(e, state)
     p = click_to_token(evt.index[0], evt.index[1], cfg)  # the same grid as Explore's input; no CLS tile here
@@ -141,7 +140,7 @@ def build() -> dict:
 
 def k_range(model_key: str, state):
     try:
-        P = card_of(resolve_model(model_key, state)).config.num_patches
+        P = resolve_model(model_key, state).card.config.num_patches
     except gr.Error:
         return gr.skip()
     return gr.update(maximum=P, value=0)

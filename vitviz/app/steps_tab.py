@@ -9,7 +9,6 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import steps
-from ..card import card_of
 from ..pictures import PictureCache, click_to_token
 from .activity import ACTIVITY
 from .inputs import layer_index, patch_index, pixels_for
@@ -32,7 +31,7 @@ def step_view(image, model_key: str = "cifar10", block: float = 1, patch: float 
     with ACTIVITY:
         v = visitor(state)
         model = resolve_model(model_key, v)
-        cfg = card_of(model).config
+        cfg = model.card.config
         b, clamped = layer_index(block, "The block", cfg.depth, default=1)
         p = patch_index(patch, cfg.num_patches)
         pixels = pixels_for(model, image)
@@ -76,7 +75,7 @@ open_tab, follow = follower("steps", step_page, len(steps.STEP_NAMES))
 
 def click(model_key: str, state, evt: gr.SelectData):
     try:
-        cfg = card_of(resolve_model(model_key, state)).config
+        cfg = resolve_model(model_key, state).card.config
     except gr.Error:
         return gr.skip()
     return click_to_token(evt.index[0], evt.index[1], cfg)
@@ -84,7 +83,7 @@ def click(model_key: str, state, evt: gr.SelectData):
 
 def block_range(model_key: str, state):
     try:
-        depth = card_of(resolve_model(model_key, state)).config.depth
+        depth = resolve_model(model_key, state).card.config.depth
     except gr.Error:
         return gr.skip()
     return gr.update(maximum=depth, value=min(depth, 1))

@@ -15,6 +15,7 @@ import gradio as gr
 from .. import live, memory, zerogpu
 from ..data import DATASETS
 from ..device import describe_device, pick_device
+from ..loaded import loaded
 from ..model import PRESETS, make_config
 from ..train_config import ConfigError
 from . import limits
@@ -137,8 +138,8 @@ def _outputs(up: live.Update, v) -> tuple:
     menus = (skip, skip)
     if up.done and up.model is not None:
         v.forget_session_models()
-        v.models["session"] = up.model
-        v.models.update({f"session@{e}": m for e, m in up.snapshots.items()})
+        v.models["session"] = loaded(up.model)
+        v.models.update({f"session@{e}": loaded(m) for e, m in up.snapshots.items()})
         choices = model_choices() + [(f"Trained in this session, after epoch {e}", f"session@{e}")
                                    for e in sorted(up.snapshots)]
         menus = (gr.update(choices=choices), gr.update(choices=choices, value="session"))

@@ -32,21 +32,21 @@ def cache_atomically(picture, cache_dir: str, fmt: str) -> str:
     return str(path.resolve())
 
 
-class Picture(gr.Image):
-    """An output gr.Image whose arrays reach the cache by `cache_atomically`."""
-
-    def postprocess(self, value):
-        if isinstance(value, (np.ndarray, Image.Image)):
-            value = cache_atomically(value, self.GRADIO_CACHE, self.format or "png")
-        return super().postprocess(value)
-
-
 def pic(label: str, elem_id: str | None = None, fmt: str = "png", elem_classes_extra=(), **kw) -> gr.Image:
     """An output picture: no toolbar over it (its title and colour bar are drawn in it; Export saves it), its
     label (when shown) above it, never over it."""
     kw.setdefault("show_label", False)
-    return Picture(label=label, interactive=False, format=fmt, elem_classes=["vv-pic", *elem_classes_extra], elem_id=elem_id,
-                    buttons=[], **kw)
+    im = gr.Image(label=label, interactive=False, format=fmt, elem_classes=["vv-pic", *elem_classes_extra],
+                  elem_id=elem_id, buttons=[], **kw)
+    plain = im.postprocess
+
+    def postprocess(value):  # arrays go to the cache by cache_atomically (a subclass would make Gradio write a .pyi)
+        if isinstance(value, (np.ndarray, Image.Image)):
+            value = cache_atomically(value, im.GRADIO_CACHE, fmt)
+        return plain(value)
+
+    im.postprocess = postprocess
+    return im
 
 
 def help_line(text: str) -> gr.Markdown:
