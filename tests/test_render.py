@@ -14,14 +14,14 @@ def test_overlay_size_and_colour_range():
     heat[0, 0] = 1.0
     out = R.overlay(px, heat, 256, alpha=1.0, mode="nearest")
     assert out.shape == (256, 256, 3) and out.dtype == np.uint8
-    lut = R._lut("inferno")
+    lut = R.colour_table("inferno")
     assert (out[5, 5] == lut[255]).all() and (out[200, 200] == lut[0]).all()  # hot patch, cold rest
     assert (R.overlay(px, heat, 64, alpha=0.0) == 0).all()  # no map at opacity 0: the black image
 
 
 def test_colorize_uses_the_given_range():
     m = np.array([[0.0, 0.5], [1.0, 2.0]])
-    lut = R._lut("viridis")
+    lut = R.colour_table("viridis")
     c = R.colorize(m, "viridis", 0.0, 1.0)
     assert (c[0, 0] == lut[0]).all() and (c[1, 0] == lut[255]).all() and (c[1, 1] == lut[255]).all()
 
@@ -37,7 +37,7 @@ def test_pos_tiles_layout_inverts():
         assert R.pos_tile_at(x, y, g, size, pad) == k
         # the tile's own position is its brightest pixel (similarity 1 on a -1..1 scale)
         cell = img[y - size // 2:y + size // 2, x - size // 2:x + size // 2]
-        assert (cell.reshape(-1, 3) == R._lut("viridis")[255]).all(1).any()
+        assert (cell.reshape(-1, 3) == R.colour_table("viridis")[255]).all(1).any()
     assert R.pos_tile_at(-5, 10_000, g, size, pad) == (g - 1) * g  # off the edge: the nearest tile
 
 
@@ -75,7 +75,7 @@ def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
     assert p.shape[1] == 64
     assert p.shape[0] > 64 + 30  # a title above, a bar under
     # the bar's gradient runs through the colour map from its low end to its high end
-    lut = R._lut("inferno")
+    lut = R.colour_table("inferno")
     rows = [r for r in range(p.shape[0]) if (np.abs(p[r].astype(int) - lut[250]).sum(-1) < 30).any()
             and (np.abs(p[r].astype(int) - lut[5]).sum(-1) < 30).any()]
     assert rows, "no colour bar found"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from .render import BG, _lut, font
+from .render import BG, colour_table, font
 
 TITLE_PX = 15
 TEXT_PX = 14
@@ -85,7 +85,7 @@ def text_block(text: str, width: int, size: int = TEXT_PX, color=INK, centre: bo
 @functools.lru_cache(maxsize=64)
 def _bar(width: int, height: int, cmap: str) -> np.ndarray:
     idx = np.linspace(0, 255, width).astype(np.uint8)
-    bar = np.repeat(_lut(cmap)[idx][None], height, axis=0)
+    bar = np.repeat(colour_table(cmap)[idx][None], height, axis=0)
     bar[[0, -1]] = GREY
     bar[:, [0, -1]] = GREY
     return bar

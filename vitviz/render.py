@@ -39,11 +39,11 @@ def colorize(m, cmap: str = "inferno", vmin: float | None = None, vmax: float | 
     lo = float(np.nanmin(a)) if vmin is None else vmin
     hi = float(np.nanmax(a)) if vmax is None else vmax
     t = np.clip((a - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
-    return _lut(cmap)[(np.nan_to_num(t) * 255).astype(np.uint8)]
+    return colour_table(cmap)[(np.nan_to_num(t) * 255).astype(np.uint8)]
 
 
 @functools.lru_cache(maxsize=16)
-def _lut(cmap: str) -> np.ndarray:
+def colour_table(cmap: str) -> np.ndarray:
     """256 RGB colours of a matplotlib colormap."""
     return (matplotlib.colormaps[cmap](np.linspace(0, 1, 256))[:, :3] * 255).astype(np.uint8)
 
