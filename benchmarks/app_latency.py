@@ -6,11 +6,13 @@ Serves the app (the shipped CIFAR-10 model) in its own process on 127.0.0.1, wit
 endpoint added for this benchmark: /noop, which takes the same upload and returns a
 fixed label. Then times, through gradio_client, /noop, /explain on a new image each
 call, /explain on the same image with another layer or patch (an update as the page
-makes it), /predict, and /steps with another block (the Step-by-step tab): the upload, the queue, the computation and every picture
+makes it), /predict, and /steps with another block (the Step-by-step tab): the upload, the
+queue, the computation and every picture
 encoded, until the answer (with the pictures' URLs) is back, as a browser gets it
 before it fetches the pictures in parallel. Prints each median and its ratio to
 /noop's. The cases take turns call by call. Target: /explain at most 1.5x /noop.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,7 +44,11 @@ def serve(port: int):
 
     demo = build_demo()
     with demo:
-        image, label, button = gr.Image(visible=False, type="filepath"), gr.Label(visible=False), gr.Button(visible=False)
+        image, label, button = (
+            gr.Image(visible=False, type="filepath"),
+            gr.Label(visible=False),
+            gr.Button(visible=False),
+        )
         button.click(lambda img: {"fixed": 1.0}, image, label, preprocess=False, api_name="noop")
     launch(demo, server_name="127.0.0.1", server_port=port)
 
@@ -81,7 +87,11 @@ def time_cases(client, images, calls) -> dict[str, list[float]]:
     for i in range(calls + 3):
         for label, endpoint, options, offset in CASES:
             img = handle_file(images[(i + offset) % len(images)] if offset is not None else images[0])
-            kw = options if isinstance(options, dict) else {options: 1 + i % 6 if options in ("layer", "block") else i % 64}
+            kw = (
+                options
+                if isinstance(options, dict)
+                else {options: 1 + i % 6 if options in ("layer", "block") else i % 64}
+            )
             t = time.perf_counter()
             client.predict(img, **kw, api_name=endpoint)
             if i >= 3:
@@ -98,11 +108,12 @@ def main():
         return serve(a.serve)
     from gradio_client import Client
 
-    from vitviz import gallery
+    from vitviz.data import gallery
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         url = f"http://127.0.0.1:{port}/"
         wait_for(url, server)
@@ -112,11 +123,17 @@ def main():
         for label, ts in time_cases(client, images, a.calls).items():
             medians[label] = statistics.median(ts)
             ratio = medians[label] / medians["/noop"]
-            print(f"{label:48s} median {1000 * medians[label]:6.0f} ms  p90 {1000 * sorted(ts)[int(0.9 * len(ts))]:5.0f} ms"
-                  f"  {ratio:4.2f}x /noop", flush=True)
+            print(
+                f"{label:48s} median {1000 * medians[label]:6.0f} ms  "
+                f"p90 {1000 * sorted(ts)[int(0.9 * len(ts))]:5.0f} ms"
+                f"  {ratio:4.2f}x /noop",
+                flush=True,
+            )
         worst = max(v for k, v in medians.items() if k.startswith("/explain")) / medians["/noop"]
-        print(f"slowest /explain: {worst:.2f}x /noop (target at most 1.5x); /steps with another block: "
-              f"{1000 * medians['/steps, same image, another block']:.0f} ms (target under 300 ms)")
+        print(
+            f"slowest /explain: {worst:.2f}x /noop (target at most 1.5x); /steps with another block: "
+            f"{1000 * medians['/steps, same image, another block']:.0f} ms (target under 300 ms)"
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)

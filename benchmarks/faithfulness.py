@@ -2,7 +2,7 @@
 
     python benchmarks/faithfulness.py [--images 1000] [--steps 16] [--checkpoint cifar10]
 
-For each map of vitviz.methods (gradient rollout, LeGrad, occlusion, attention rollout,
+For each map of vitviz.explain.methods (gradient rollout, LeGrad, occlusion, attention rollout,
 last-layer CLS attention) and a random order, patches are ranked most relevant first for
 the class the model predicts. Deletion replaces them, in that order, with the data set's
 mean colour and tracks that class's probability (a faithful map makes it fall fast: lower
@@ -10,6 +10,7 @@ area is better). Insertion starts from an all-mean image and reveals patches in 
 (it should rise fast: higher area is better). Areas are over the fraction of patches, 0 to 1;
 ± is the standard error over images.
 """
+
 from __future__ import annotations
 
 import sys
@@ -23,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from testset import model_and_sample, parser  # noqa: E402
 
-from vitviz import methods as M  # noqa: E402
-from vitviz.data import normalize  # noqa: E402
+from vitviz.data.datasets import normalize  # noqa: E402
+from vitviz.explain import methods as M  # noqa: E402
 
 
 def main():
@@ -37,7 +38,7 @@ def main():
     acc = []
     t0 = time.perf_counter()
     for i in range(0, len(idx), a.batch):
-        b = idx[i:i + a.batch]
+        b = idx[i : i + a.batch]
         x = normalize(test.x[b], model.card.mean, model.card.std)
         with torch.no_grad():
             pred = model(x).argmax(1)
@@ -54,15 +55,18 @@ def main():
             r["ins"].append(M.auc(M.curves(model, x, rel, pred, a.steps, insertion=True)))
         print(f"  {i + len(b)} images, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     n = len(idx)
-    print(f"{n} CIFAR-10 test images (model accuracy on them {100 * torch.cat(acc).mean():.1f}%), {a.steps} steps, "
-          f"{time.perf_counter() - t0:.0f} s, {torch.get_num_threads()} threads")
+    print(
+        f"{n} CIFAR-10 test images (model accuracy on them {100 * torch.cat(acc).mean():.1f}%), {a.steps} steps, "
+        f"{time.perf_counter() - t0:.0f} s, {torch.get_num_threads()} threads"
+    )
     print("| map | deletion AUC (lower is better) | insertion AUC (higher is better) | map time per image |")
     print("|---|---|---|---|")
     for name, r in sorted(totals.items(), key=lambda kv: torch.cat(kv[1]["del"]).mean()):
         d, ins = torch.cat(r["del"]), torch.cat(r["ins"])
         ms = f"{1000 * seconds[name] / n:.1f} ms" if name in seconds else "-"
-        print(f"| {name} | {d.mean():.3f} ± {d.std() / n ** 0.5:.3f} | {ins.mean():.3f} ± {ins.std() / n ** 0.5:.3f} "
-              f"| {ms} |")
+        print(
+            f"| {name} | {d.mean():.3f} ± {d.std() / n**0.5:.3f} | {ins.mean():.3f} ± {ins.std() / n**0.5:.3f} | {ms} |"
+        )
 
 
 if __name__ == "__main__":

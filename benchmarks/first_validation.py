@@ -2,13 +2,14 @@
 
     python benchmarks/first_validation.py [--dataset cifar10] [--seconds 40]
 
-Runs the Train tab's default quick run (vitviz.live's stream, as the page gets it) on the
+Runs the Train tab's default quick run (vitviz.training.live's stream, as the page gets it) on the
 data set's full local copy, and prints, from the moment the run is asked for (data
 already loaded, as on a page that has trained before; the first load is timed apart):
 when the first step was reported, when the first validation point arrived and on how
 many images, and how many points the curve had after `--seconds`. Target: the first
 point within about 15 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-from vitviz import live  # noqa: E402
-from vitviz.device import pick_device  # noqa: E402
+from vitviz.runtime.device import pick_device  # noqa: E402
+from vitviz.training import live  # noqa: E402
 
 
 def main():
@@ -48,9 +49,11 @@ def main():
                 first_val = now
         if up.done:
             break
-    print(f"{a.dataset}: first step reported at {first_step:.1f} s; first validation point at "
-          f"{first_val:.1f} s ({cfg.quick_val_images} held-out images, every {cfg.quick_val_every_s:g} s); "
-          f"{vals} points in a {a.seconds:g} s run (target: the first within about 15 s)")
+    print(
+        f"{a.dataset}: first step reported at {first_step:.1f} s; first validation point at "
+        f"{first_val:.1f} s ({cfg.quick_val_images} held-out images, every {cfg.quick_val_every_s:g} s); "
+        f"{vals} points in a {a.seconds:g} s run (target: the first within about 15 s)"
+    )
 
 
 if __name__ == "__main__":

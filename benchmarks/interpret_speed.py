@@ -1,5 +1,5 @@
 """Speed of one explanation on the CPU: attention maps, rollout, gradient rollout and distances, then each
-map of vitviz.methods on its own (LeGrad, occlusion, ...).
+map of vitviz.explain.methods on its own (LeGrad, occlusion, ...).
 
     python benchmarks/interpret_speed.py [--repeats 30] [--vit-b-16] [--timm]
 
@@ -15,6 +15,7 @@ picture of the page drawn) for timm's DeiT-S/16, and for DINOv2-S/14 with regist
 classifier: its features' pictures instead of the class ones); random weights, target 1.5 s
 each. Prints medians, and the ratio to the target.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,10 +30,10 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import vitviz  # noqa: E402
-from vitviz import gallery  # noqa: E402
-from vitviz import interpret as I  # noqa: E402
-from vitviz import methods as M  # noqa: E402
-from vitviz.device import cpu_has_bf16  # noqa: E402
+from vitviz.data import gallery  # noqa: E402
+from vitviz.explain import interpret as I  # noqa: E402
+from vitviz.explain import methods as M  # noqa: E402
+from vitviz.runtime.device import cpu_has_bf16  # noqa: E402
 
 
 def time_it(fn, repeats: int) -> float:
@@ -55,25 +56,30 @@ def everything(model, x):
 
 def explore_update(model, pixels):
     """What an Explore update costs the server: the analysis and every picture of the view drawn."""
-    from vitviz import pictures, views
+    from vitviz.pictures import explanation as views
+    from vitviz.pictures import explore as pictures
 
     ex = views.analyse(model, pixels)
     return pictures.render_explore(model, ex)
 
 
 def timm_figures(img, repeats: int):
-    from vitviz import views
+    from vitviz.pictures import explanation as views
 
     deit = vitviz.load_model("timm/deit_small_patch16_224.fb_in1k", pretrained=False)
     pixels = views.image_to_pixels(deit, img)
     t = time_it(lambda: explore_update(deit, pixels), repeats)
-    print(f"DeiT-S/16 (timm) 224x224 Explore update (analysis + every picture) median {t:.2f} s; target 1.5 s "
-          f"= {t / 1.5:.2f}x")
+    print(
+        f"DeiT-S/16 (timm) 224x224 Explore update (analysis + every picture) median {t:.2f} s; target 1.5 s "
+        f"= {t / 1.5:.2f}x"
+    )
     reg = vitviz.load_model("timm/vit_small_patch14_reg4_dinov2.lvd142m", pretrained=False)
     pixels = views.image_to_pixels(reg, img)
     t = time_it(lambda: explore_update(reg, pixels), repeats)
-    print(f"DINOv2-S/14 with 4 registers (timm, no classifier) 224x224 Explore update (its features' pictures "
-          f"instead of the class ones) median {t:.2f} s; target 1.5 s = {t / 1.5:.2f}x")
+    print(
+        f"DINOv2-S/14 with 4 registers (timm, no classifier) 224x224 Explore update (its features' pictures "
+        f"instead of the class ones) median {t:.2f} s; target 1.5 s = {t / 1.5:.2f}x"
+    )
 
 
 def main():
@@ -95,8 +101,11 @@ def main():
         "rollout (mean, discard 0.9, all layers)": lambda: I.attention_rollout(attn, "mean", 0.9, all_layers=True),
         "gradient rollout": lambda: I.gradient_rollout(model, x),
         "mean attention distance": lambda: I.mean_attention_distance(attn, vitviz.card_of(model).config.patch_size),
-        "all four, separately": lambda: (I.attention_rollout(I.attention_maps(model, x)), I.gradient_rollout(model, x),
-                                         I.mean_attention_distance(attn, 4)),
+        "all four, separately": lambda: (
+            I.attention_rollout(I.attention_maps(model, x)),
+            I.gradient_rollout(model, x),
+            I.mean_attention_distance(attn, 4),
+        ),
         "all four, one pass (attention_and_relevance + rollout + distance)": lambda: everything(model, x),
     }
     for name, fn in parts.items():
@@ -111,7 +120,10 @@ def main():
         vit = vitviz.load_model("vit_b_16", pretrained=False)
         xv = vitviz.preprocess(img, vit)
         tv = time_it(lambda: everything(vit, xv), max(3, a.repeats // 6))
-        print(f"ViT-B/16 224x224 explanation (attention_and_relevance + rollout + distance) median {tv:.2f} s; target 1.5 s = {tv / 1.5:.2f}x of the budget")
+        print(
+            f"ViT-B/16 224x224 explanation (attention_and_relevance + rollout + distance) median {tv:.2f} s; "
+            f"target 1.5 s = {tv / 1.5:.2f}x of the budget"
+        )
         for name in M.METHODS:
             tm = time_it(lambda: M.relevance(vit, xv, name), 1 if name == "occlusion" else 3)
             print(f"ViT-B/16  {name:30s} median {tm:6.2f} s = {tm / 1.5:.2f}x of 1.5 s")

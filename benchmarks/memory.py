@@ -8,15 +8,15 @@ session that trains the shipped CIFAR-10 architecture (preset `cifar`, 1.8M para
 `budget` seconds, so each keeps its model and epoch snapshots in its state until it expires. Prints the
 server's RSS (from /proc) after the first visitor and after all of them, each after the states expired.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import time
 
-from load import start_app
-
 from gradio_client import Client
+from load import start_app
 
 
 def rss_mb(pid: int) -> float:
@@ -27,8 +27,18 @@ def rss_mb(pid: int) -> float:
 
 
 def visit(url: str, budget: float):
-    Client(url, verbose=False).predict(dataset="cifar10", preset="cifar", depth=6, heads=6, width=192, patch=4,
-                                       epochs=200, time_budget=budget, batch_size=128, api_name="/train")
+    Client(url, verbose=False).predict(
+        dataset="cifar10",
+        preset="cifar",
+        depth=6,
+        heads=6,
+        width=192,
+        patch=4,
+        epochs=200,
+        time_budget=budget,
+        batch_size=128,
+        api_name="/train",
+    )
 
 
 def main():
@@ -50,8 +60,10 @@ def main():
         many = rss_mb(server.pid)
     finally:
         server.kill()
-    print(f"server RSS: idle {idle:.0f} MB; after 1 visitor's run {one:.0f} MB; after {a.visitors} more "
-          f"{many:.0f} MB: {many - one:+.0f} MB (states expire 5 s after the last action)")
+    print(
+        f"server RSS: idle {idle:.0f} MB; after 1 visitor's run {one:.0f} MB; after {a.visitors} more "
+        f"{many:.0f} MB: {many - one:+.0f} MB (states expire 5 s after the last action)"
+    )
 
 
 if __name__ == "__main__":

@@ -2,11 +2,12 @@
 
     python benchmarks/profile_step.py [--preset quick] [--batch 256] [--steps 8] [--no-amp]
 
-Runs vitviz's own training step (vitviz.train.train_step: forward, loss, backward, gradient
+Runs vitviz's own training step (vitviz.training.loop.train_step: forward, loss, backward, gradient
 clipping, AdamW) on random CIFAR-sized batches of the given preset (`quick`: the Train tab's
 default; `seed`: the tutorial's dims), after two warm-up steps, and prints a markdown table of
 the self CPU time of each kind of operator, its share of the step, and the step's images/s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,23 +19,42 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vitviz.device import Precision, describe_device  # noqa: E402
-from vitviz.model import ViT, make_config  # noqa: E402
-from vitviz.train import make_optimizer, train_step  # noqa: E402
-from vitviz.train_config import TrainConfig  # noqa: E402
+from vitviz.models.vit import ViT, make_config  # noqa: E402
+from vitviz.runtime.device import Precision, describe_device  # noqa: E402
+from vitviz.training.config import TrainConfig  # noqa: E402
+from vitviz.training.loop import make_optimizer, train_step  # noqa: E402
 
 KINDS = [  # (kind, substrings of operator names), first match wins
     ("matrix multiplies (linear, attention scores)", ("addmm", "mm", "bmm", "matmul", "linear", "baddbmm")),
     ("attention kernel (SDPA)", ("scaled_dot_product", "flash_attention", "_efficient_attention")),
     ("LayerNorm", ("layer_norm",)),
-    ("optimizer (AdamW) and gradient clipping", ("adam", "_foreach", "lerp", "addcdiv", "addcmul", "norm", "sqrt",
-                                                 "clamp")),
+    (
+        "optimizer (AdamW) and gradient clipping",
+        ("adam", "_foreach", "lerp", "addcdiv", "addcmul", "norm", "sqrt", "clamp"),
+    ),
     ("GELU", ("gelu",)),
     ("softmax and cross-entropy", ("softmax", "log_softmax", "nll_loss", "cross_entropy")),
     ("dropout and random numbers", ("random_", "bernoulli", "dropout", "where")),
     ("patch embedding (conv)", ("conv", "im2col", "col2im")),
-    ("copies, casts, layout", ("copy_", "_to_copy", "contiguous", "clone", "cat", "transpose", "permute",
-                               "reshape", "view", "expand", "empty", "zeros", "fill_", "aten::t")),
+    (
+        "copies, casts, layout",
+        (
+            "copy_",
+            "_to_copy",
+            "contiguous",
+            "clone",
+            "cat",
+            "transpose",
+            "permute",
+            "reshape",
+            "view",
+            "expand",
+            "empty",
+            "zeros",
+            "fill_",
+            "aten::t",
+        ),
+    ),
     ("elementwise add/mul (residuals, scales, grads)", ("add", "mul", "sub", "div", "sum", "mean")),
 ]
 
@@ -71,9 +91,11 @@ def main():
         rows[kind_of(ev.key)] = rows.get(kind_of(ev.key), 0.0) + ev.self_cpu_time_total
     total = sum(rows.values())
     step_ms = total / 1000 / a.steps
-    print(f"{describe_device(torch.device('cpu'))}; preset {a.preset}, batch {a.batch}, "
-          f"{'bf16 autocast' if precision.bf16 else 'fp32'}: {step_ms:.1f} ms a step, "
-          f"{a.batch / step_ms * 1000:.0f} img/s under the profiler")
+    print(
+        f"{describe_device(torch.device('cpu'))}; preset {a.preset}, batch {a.batch}, "
+        f"{'bf16 autocast' if precision.bf16 else 'fp32'}: {step_ms:.1f} ms a step, "
+        f"{a.batch / step_ms * 1000:.0f} img/s under the profiler"
+    )
     print("| where a step's time goes | ms a step | share |")
     print("|---|---|---|")
     for kind, us in sorted(rows.items(), key=lambda kv: -kv[1]):

@@ -4,13 +4,14 @@
 
 Both models see the same images (the shipped CIFAR-10 examples, or every image in --folder), at
 224x224. For each, the share of images with at least one outlying patch token (a norm of at
-least 2.5x its block's median: vitviz.interpret.norm_outliers, CLS and the registers left out)
+least 2.5x its block's median: vitviz.explain.interpret.norm_outliers, CLS and the registers left out)
 in the last four blocks, the outliers per image, and the largest ratio. Darcet et al. (2024)
 found such tokens in DINOv2 and saw them move into the registers.
 
 The figures need the real weights (about 88 MB each, downloaded once into the Hugging Face
 cache); --random runs the same code on random weights, as the tests do, and means nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,8 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import vitviz  # noqa: E402
-from vitviz import gallery  # noqa: E402
-from vitviz import interpret as I  # noqa: E402
+from vitviz.data import gallery  # noqa: E402
+from vitviz.explain import interpret as I  # noqa: E402
 
 MODELS = ("vit_small_patch14_dinov2.lvd142m", "vit_small_patch14_reg4_dinov2.lvd142m")
 
@@ -38,8 +39,12 @@ def outliers(model, images: list[Image.Image], last: int = 4) -> dict:
         found.append(len(out))
         biggest = max([biggest] + [t for *_, t in out])
     n = len(images)
-    return {"images": n, "with": sum(f > 0 for f in found) / max(1, n), "per_image": sum(found) / max(1, n),
-            "largest": biggest}
+    return {
+        "images": n,
+        "with": sum(f > 0 for f in found) / max(1, n),
+        "per_image": sum(found) / max(1, n),
+        "largest": biggest,
+    }
 
 
 def main(argv=None):
@@ -49,7 +54,7 @@ def main(argv=None):
     p.add_argument("--random", action="store_true", help="random weights: checks the code, not the finding")
     a = p.parse_args(argv)
     paths = sorted(Path(a.folder).glob("*")) if a.folder else [p for p, _ in gallery.items("cifar10")]
-    images = [Image.open(q).convert("RGB") for q in paths[:a.images]]
+    images = [Image.open(q).convert("RGB") for q in paths[: a.images]]
     torch.set_grad_enabled(False)
     print("model | images | with an outlier (last 4 blocks) | outliers per image | largest ratio")
     for name in MODELS:

@@ -3,12 +3,13 @@
     python benchmarks/sanity.py [--images 200] [--checkpoint cifar10]
 
 The classifier head is re-initialised, then the blocks from the top down, then the patch
-embedding, CLS token and positions (vitviz.sanity.cascade). After each stage every
+embedding, CLS token and positions (vitviz.explain.sanity.cascade). After each stage every
 method's map for the trained model's predicted class is compared with the trained
 model's map by Spearman's rank correlation over the patches; the table gives the mean
 over the images (± its standard error at the last stage). 1.0: the map did not change
 although the weights did, so it says nothing about them; near 0: it follows the weights.
 """
+
 from __future__ import annotations
 
 import sys
@@ -22,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from testset import model_and_sample, parser  # noqa: E402
 
-from vitviz import methods as M  # noqa: E402
-from vitviz import sanity  # noqa: E402
-from vitviz.data import normalize  # noqa: E402
+from vitviz.data.datasets import normalize  # noqa: E402
+from vitviz.explain import methods as M  # noqa: E402
+from vitviz.explain import sanity  # noqa: E402
 
 
 def main():
@@ -34,20 +35,24 @@ def main():
     rho: dict[str, dict[str, list]] = {}
     t0 = time.perf_counter()
     for i in range(0, len(idx), a.batch):
-        x = normalize(test.x[idx[i:i + a.batch]], model.card.mean, model.card.std)
+        x = normalize(test.x[idx[i : i + a.batch]], model.card.mean, model.card.std)
         for stage, by_method in sanity.checks(model, x, names, seed=a.seed).items():
             for name, r in by_method.items():
                 rho.setdefault(stage, {}).setdefault(name, []).append(r)
         print(f"  {i + len(x)} images, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-    print(f"{len(idx)} CIFAR-10 test images, mean Spearman correlation with the trained model's map, "
-          f"{time.perf_counter() - t0:.0f} s")
+    print(
+        f"{len(idx)} CIFAR-10 test images, mean Spearman correlation with the trained model's map, "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
     print("| randomised | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
     for stage, by_method in rho.items():
         print(f"| {stage} | " + " | ".join(f"{torch.cat(by_method[n]).mean():.3f}" for n in names) + " |")
     last = rho[list(rho)[-1]]
-    print("standard error at the last stage: " + ", ".join(
-        f"{n} {torch.cat(last[n]).std() / len(idx) ** 0.5:.3f}" for n in names))
+    print(
+        "standard error at the last stage: "
+        + ", ".join(f"{n} {torch.cat(last[n]).std() / len(idx) ** 0.5:.3f}" for n in names)
+    )
 
 
 if __name__ == "__main__":

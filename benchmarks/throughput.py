@@ -12,6 +12,7 @@ fp32 (an 8320x256 by 256x768 product, the shape of a qkv projection) and the fra
 vitviz's training reaches (one trained image of these dims is about 0.57 GFLOP of matmuls).
 `--no-amp` trains vitviz in fp32 even where bf16 units exist (the path of CPUs without them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tutorial_baseline import TutorialViT, loader  # noqa: E402
 
 import vitviz  # noqa: E402
-from vitviz.data import load_dataset  # noqa: E402
-from vitviz.device import Precision  # noqa: E402
-from vitviz.train import TrainConfig, describe_device, evaluate, pick_device, train  # noqa: E402
+from vitviz.data.datasets import load_dataset  # noqa: E402
+from vitviz.runtime.device import Precision  # noqa: E402
+from vitviz.training.loop import TrainConfig, describe_device, evaluate, pick_device, train  # noqa: E402
 
 
 def time_baseline_train(data, steps, warmup, device, bs=128):
@@ -69,8 +70,16 @@ def time_baseline_infer(data, n, device, bs=128):
 
 
 def time_ours_train(data, steps, warmup, device, bs=128, amp=True):
-    cfg = TrainConfig(dataset="cifar10", preset="seed", epochs=(steps + warmup + 1) / (len(data.train) // bs),
-                      batch_size=bs, log_every=1, device=device.type, val_size=0, amp=amp)
+    cfg = TrainConfig(
+        dataset="cifar10",
+        preset="seed",
+        epochs=(steps + warmup + 1) / (len(data.train) // bs),
+        batch_size=bs,
+        log_every=1,
+        device=device.type,
+        val_size=0,
+        amp=amp,
+    )
     stamps = []
     for ev in train(cfg, data=data):
         if ev["event"] == "step":
@@ -82,7 +91,7 @@ def time_ours_train(data, steps, warmup, device, bs=128, amp=True):
 
 
 def time_ours_infer(data, n, device):
-    from vitviz.model import ViT, make_config
+    from vitviz.models.vit import ViT, make_config
 
     model = ViT(make_config("seed")).to(device).eval()
     vitviz.describe(model, mean=tuple(data.mean), std=tuple(data.std))
@@ -127,21 +136,32 @@ def main():
     print(f"device: {describe_device(device)}; torch {torch.__version__}")
     rows = []
     for name, fn_base, fn_ours in [
-        ("train", lambda: time_baseline_train(data, a.steps, a.warmup, device),
-         lambda: time_ours_train(data, a.steps, a.warmup, device, amp=not a.no_amp)),
-        ("inference", lambda: time_baseline_infer(data, a.infer_images, device),
-         lambda: time_ours_infer(data, a.infer_images, device)),
+        (
+            "train",
+            lambda: time_baseline_train(data, a.steps, a.warmup, device),
+            lambda: time_ours_train(data, a.steps, a.warmup, device, amp=not a.no_amp),
+        ),
+        (
+            "inference",
+            lambda: time_baseline_infer(data, a.infer_images, device),
+            lambda: time_ours_infer(data, a.infer_images, device),
+        ),
     ]:
         base, ours = fn_base(), fn_ours()
         rows.append((name, base, ours))
-        print(f"{name:9s}  tutorial {base:8.0f} img/s   vitviz {ours:8.0f} img/s   ratio {ours / base:5.2f}x", flush=True)
+        print(
+            f"{name:9s}  tutorial {base:8.0f} img/s   vitviz {ours:8.0f} img/s   ratio {ours / base:5.2f}x", flush=True
+        )
     bf16, fp32 = matmul_peak(device, torch.bfloat16), matmul_peak(device, torch.float32)
     amp = not a.no_amp and Precision(device).bf16
     used = bf16 if amp else fp32
     ours = rows[0][2]
-    print(f"matmul peak: bf16 {bf16:.0f} GFLOP/s, fp32 {fp32:.0f} GFLOP/s (bf16 {bf16 / fp32:.2f}x fp32); vitviz trains "
-          f"in {'bf16' if amp else 'fp32'}: {ours * TRAIN_GFLOP:.0f} GFLOP/s of matmuls = {100 * ours * TRAIN_GFLOP / used:.0f}% "
-          f"of that peak ({used / TRAIN_GFLOP:.0f} img/s if matmuls were all)")
+    print(
+        f"matmul peak: bf16 {bf16:.0f} GFLOP/s, fp32 {fp32:.0f} GFLOP/s (bf16 {bf16 / fp32:.2f}x fp32); vitviz trains "
+        f"in {'bf16' if amp else 'fp32'}: {ours * TRAIN_GFLOP:.0f} GFLOP/s of matmuls = "
+        f"{100 * ours * TRAIN_GFLOP / used:.0f}% "
+        f"of that peak ({used / TRAIN_GFLOP:.0f} img/s if matmuls were all)"
+    )
     return rows
 
 

@@ -7,6 +7,7 @@ Each configuration runs two real training steps (AdamW, bf16 autocast where the 
 process; the growth of its peak resident memory over the idle process is what the Train tab's
 VITVIZ_TRAIN_MEMORY_GB bound is checked against.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # The Train tab's architectures at its extremes (width, depth, heads, patch, preset), each run at the largest batch
 # whose estimate VITVIZ_TRAIN_MEMORY_GB allows: the runs where an estimate below the truth would hurt.
-EXTREMES = [(64, 4, 4, 4, "quick"), (64, 4, 8, 2, "quick"), (384, 12, 8, 2, "tiny"), (384, 12, 8, 4, "tiny"),
-            (512, 12, 16, 4, "tiny"), (32, 1, 1, 2, "quick"), (256, 4, 4, 4, "seed"), (128, 12, 16, 2, "tiny")]
-GRID = [(64, 4, 4, 256, 4), (192, 6, 6, 128, 4), (256, 4, 4, 512, 4), (512, 12, 16, 64, 4), (384, 8, 8, 256, 4),
-        (512, 12, 16, 256, 4), (128, 4, 4, 1024, 2)]
+EXTREMES = [
+    (64, 4, 4, 4, "quick"),
+    (64, 4, 8, 2, "quick"),
+    (384, 12, 8, 2, "tiny"),
+    (384, 12, 8, 4, "tiny"),
+    (512, 12, 16, 4, "tiny"),
+    (32, 1, 1, 2, "quick"),
+    (256, 4, 4, 4, "seed"),
+    (128, 12, 16, 2, "tiny"),
+]
+GRID = [
+    (64, 4, 4, 256, 4),
+    (192, 6, 6, 128, 4),
+    (256, 4, 4, 512, 4),
+    (512, 12, 16, 64, 4),
+    (384, 8, 8, 256, 4),
+    (512, 12, 16, 256, 4),
+    (128, 4, 4, 1024, 2),
+]
 
 
 def _status_kb(field: str) -> int | None:
@@ -55,10 +71,10 @@ def one(w: int, d: int, h: int, bs: int, patch: int, preset: str = "tiny") -> di
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from vitviz.data import CIFAR10_CLASSES, Dataset, Split
-    from vitviz.device import Precision, pick_device
-    from vitviz.train import build_model, make_optimizer, train_step
-    from vitviz.train_config import TrainConfig
+    from vitviz.data.datasets import CIFAR10_CLASSES, Dataset, Split
+    from vitviz.runtime.device import Precision, pick_device
+    from vitviz.training.config import TrainConfig
+    from vitviz.training.loop import build_model, make_optimizer, train_step
 
     base = reset_peak()
     cfg = TrainConfig(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch, batch_size=bs)
@@ -73,14 +89,18 @@ def one(w: int, d: int, h: int, bs: int, patch: int, preset: str = "tiny") -> di
     for _ in range(2):
         train_step(model, opt, x, y, 1e-3, cfg, precision)
     grow = (peak() - base) / 2**20  # KiB -> GB
-    return dict(config=[w, d, h, bs, patch, preset], measured_gb=round(grow, 2), estimate_gb=round(cfg.peak_memory_gb(), 2),
-                step_s=round((time.perf_counter() - t) / 2, 2))
+    return dict(
+        config=[w, d, h, bs, patch, preset],
+        measured_gb=round(grow, 2),
+        estimate_gb=round(cfg.peak_memory_gb(), 2),
+        step_s=round((time.perf_counter() - t) / 2, 2),
+    )
 
 
 def largest(w: int, d: int, h: int, patch: int, preset: str) -> tuple:
     """(w, d, h, the largest batch the memory bound allows, patch, preset)."""
     sys.path.insert(0, str(ROOT))
-    from vitviz.train_config import TrainConfig, largest_batch
+    from vitviz.training.config import TrainConfig, largest_batch
 
     limit = float(os.environ.get("VITVIZ_TRAIN_MEMORY_GB") or 4)
     cfg = TrainConfig(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch)
@@ -94,6 +114,9 @@ def measure(c: tuple) -> dict:
 
 
 def main():
+    if "-h" in sys.argv or "--help" in sys.argv:
+        print("usage: python benchmarks/train_memory.py [--largest]\n\n" + __doc__.split("\n")[0])
+        return
     if len(sys.argv) in (6, 7):
         print(json.dumps(one(*map(int, sys.argv[1:6]), *sys.argv[6:])))
         return
@@ -101,8 +124,11 @@ def main():
     print("width depth heads batch patch | measured GB | estimate GB | ratio | s/step")
     for c in grid:
         r = measure(c)
-        print(f"{' '.join(map(str, c)):>24} | {r['measured_gb']:11.2f} | {r['estimate_gb']:11.2f} | "
-              f"{r['estimate_gb'] / r['measured_gb']:5.2f} | {r['step_s']:.2f}", flush=True)
+        print(
+            f"{' '.join(map(str, c)):>24} | {r['measured_gb']:11.2f} | {r['estimate_gb']:11.2f} | "
+            f"{r['estimate_gb'] / r['measured_gb']:5.2f} | {r['step_s']:.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Unfolded patches and a Linear projection, attention as explicit matmuls, an MLP
 head with a hidden layer, fp32, and per-image PIL transforms in a DataLoader.
 Written from the tutorial's description for benchmarking only; not used by vitviz.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,7 +34,7 @@ class MultiHeadSelfAttention(nn.Module):
     def __init__(self, emb_dim, num_heads):
         super().__init__()
         self.num_heads, self.head_dim = num_heads, emb_dim // num_heads
-        self.scale = self.head_dim ** -0.5
+        self.scale = self.head_dim**-0.5
         self.qkv = nn.Linear(emb_dim, emb_dim * 3)
         self.proj = nn.Linear(emb_dim, emb_dim)
 
@@ -49,8 +50,13 @@ class EncoderLayer(nn.Module):
     def __init__(self, emb_dim, num_heads, mlp_dim, dropout):
         super().__init__()
         self.msa = MultiHeadSelfAttention(emb_dim, num_heads)
-        self.mlp = nn.Sequential(nn.Linear(emb_dim, mlp_dim), nn.GELU(), nn.Dropout(dropout),
-                                 nn.Linear(mlp_dim, emb_dim), nn.Dropout(dropout))
+        self.mlp = nn.Sequential(
+            nn.Linear(emb_dim, mlp_dim),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(mlp_dim, emb_dim),
+            nn.Dropout(dropout),
+        )
         self.norm1, self.norm2 = nn.LayerNorm(emb_dim), nn.LayerNorm(emb_dim)
 
     def forward(self, x):
@@ -59,8 +65,18 @@ class EncoderLayer(nn.Module):
 
 
 class TutorialViT(nn.Module):
-    def __init__(self, img_size=32, patch_size=4, in_channels=3, emb_dim=256, num_layers=4, num_heads=4,
-                 mlp_dim=128, num_classes=10, dropout=0.2):
+    def __init__(
+        self,
+        img_size=32,
+        patch_size=4,
+        in_channels=3,
+        emb_dim=256,
+        num_layers=4,
+        num_heads=4,
+        mlp_dim=128,
+        num_classes=10,
+        dropout=0.2,
+    ):
         super().__init__()
         self.patch_embed = PatchEmbedding(img_size, patch_size, in_channels, emb_dim)
         self.class_token = nn.Parameter(torch.zeros(1, 1, emb_dim))
@@ -68,8 +84,9 @@ class TutorialViT(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(EncoderLayer(emb_dim, num_heads, mlp_dim, dropout) for _ in range(num_layers))
         self.norm = nn.LayerNorm(emb_dim)
-        self.classifier = nn.Sequential(nn.Linear(emb_dim, emb_dim), nn.GELU(), nn.Dropout(dropout),
-                                        nn.Linear(emb_dim, num_classes))
+        self.classifier = nn.Sequential(
+            nn.Linear(emb_dim, emb_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(emb_dim, num_classes)
+        )
 
     def forward(self, x):
         x = self.patch_embed(x)
@@ -100,5 +117,10 @@ class PILImages(Dataset):
 
 
 def loader(x, y, train: bool, batch_size=128, num_workers=2):
-    return DataLoader(PILImages(x, y, train), batch_size=batch_size, shuffle=train, num_workers=num_workers,
-                      persistent_workers=num_workers > 0)
+    return DataLoader(
+        PILImages(x, y, train),
+        batch_size=batch_size,
+        shuffle=train,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+    )

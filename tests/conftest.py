@@ -1,18 +1,16 @@
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parent.parent  # the repository (vitviz itself is imported installed: pip install -e .)
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from vitviz.data import DATASETS  # noqa: E402
-from vitviz.model import ViT, make_config  # noqa: E402
+from vitviz.data.datasets import DATASETS  # noqa: E402
+from vitviz.models.vit import ViT, make_config  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("VITVIZ_DATA", ROOT.parent / "shared" / "data"))
 
@@ -39,7 +37,7 @@ def small_data(tmp_path_factory):
     """A tiny CIFAR-10 and MNIST in the zip layout, so training tests take seconds.
 
     VITVIZ_TEST_REAL_DATA=1 keeps VITVIZ_DATA as it is (for the README's screenshots)."""
-    from test_data import make_zip
+    from helpers import make_zip
 
     if os.environ.get("VITVIZ_TEST_REAL_DATA"):
         yield Path(os.environ["VITVIZ_DATA"])
@@ -51,7 +49,7 @@ def small_data(tmp_path_factory):
     old = {k: os.environ.get(k) for k in ("VITVIZ_DATA", "VITVIZ_CACHE")}
     os.environ["VITVIZ_DATA"] = str(root)
     os.environ["VITVIZ_CACHE"] = str(root / "cache")
-    from vitviz import live
+    from vitviz.training import live
 
     live._datasets.clear()
     yield root
@@ -64,12 +62,15 @@ def small_data(tmp_path_factory):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "bf16: checks the fast path of a machine with native bf16 units (AVX512-BF16, "
-                                       "AMX or a GPU); skipped where there are none. Exact checks ask for fp32.")
+    config.addinivalue_line(
+        "markers",
+        "bf16: checks the fast path of a machine with native bf16 units (AVX512-BF16, "
+        "AMX or a GPU); skipped where there are none. Exact checks ask for fp32.",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
-    from vitviz.device import cpu_has_bf16
+    from vitviz.runtime.device import cpu_has_bf16
 
     if cpu_has_bf16():
         return

@@ -1,7 +1,16 @@
-"""Small synthetic data sets for fast tests."""
-import torch
+"""What several test modules share: small synthetic data sets and zips, a free port, a fake request, helpers
+for the browser and the Hugging Face cache."""
 
-from vitviz.data import CIFAR10_CLASSES, Dataset, Split
+import io
+import zipfile
+
+import torch
+from PIL import Image
+
+from vitviz.data import gallery
+from vitviz.data.datasets import CIFAR10_CLASSES, Dataset, Split
+
+EXAMPLE = gallery.items("cifar10")[3][0]  # a CIFAR-10 test image the tests share
 
 
 def synthetic_cifar(n_train=256, n_val=64, n_test=64, seed=0) -> Dataset:
@@ -13,11 +22,20 @@ def synthetic_cifar(n_train=256, n_val=64, n_test=64, seed=0) -> Dataset:
         x = torch.randint(0, 60, (n, 3, 32, 32), generator=g, dtype=torch.uint8)
         for i, c in enumerate(y.tolist()):
             r, col = divmod(c, 4)
-            x[i, c % 3, r * 8:(r + 1) * 8, col * 8:(col + 1) * 8] = 250
+            x[i, c % 3, r * 8 : (r + 1) * 8, col * 8 : (col + 1) * 8] = 250
         return Split(x, y)
 
-    return Dataset("cifar10", make(n_train), make(n_val), make(n_test), list(CIFAR10_CLASSES),
-                   (0.5, 0.5, 0.5), (0.25, 0.25, 0.25), True, "synthetic")
+    return Dataset(
+        "cifar10",
+        make(n_train),
+        make(n_val),
+        make(n_test),
+        list(CIFAR10_CLASSES),
+        (0.5, 0.5, 0.5),
+        (0.25, 0.25, 0.25),
+        True,
+        "synthetic",
+    )
 
 
 def serve_app(folder, env: dict, seconds: float = 120):
@@ -36,8 +54,9 @@ def serve_app(folder, env: dict, seconds: float = 120):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", **env}
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=folder, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     deadline = time.time() + seconds
     while True:
         try:
@@ -86,5 +105,27 @@ def wait_change(page, elem_id: str, old, timeout: float = 30_000):
     page.wait_for_function(
         """([id, old]) => { const i = document.querySelector('#' + id + ' img');
                            return i && i.complete && i.naturalWidth > 0 && i.getAttribute('src') !== old; }""",
-        arg=[elem_id, old], timeout=timeout)
+        arg=[elem_id, old],
+        timeout=timeout,
+    )
     return image_src(page, elem_id)
+
+
+def make_zip(path, n_per_class=3, size=32, mode="RGB", classes=CIFAR10_CLASSES):
+    with zipfile.ZipFile(path, "w") as z:
+        for split in ("train", "test"):
+            for ci, c in enumerate(classes):
+                for k in range(n_per_class):
+                    im = Image.new(mode, (size, size), color=(ci * 20, k * 40, 100) if mode == "RGB" else ci * 20)
+                    buf = io.BytesIO()
+                    im.save(buf, format="PNG")
+                    z.writestr(f"{split}/{c}/{k:04d}.png", buf.getvalue())
+    return path
+
+
+class FakeRequest:
+    """What a handler reads of gr.Request: the session, and the caller's address (None: not known)."""
+
+    def __init__(self, h, host=None):
+        self.session_hash = h
+        self.client = type("Client", (), {"host": host})()

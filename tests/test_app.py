@@ -1,7 +1,7 @@
 """The app: handlers called directly, then every public endpoint through gradio_client."""
+
 import gc
 import os
-import socket
 import threading
 import time
 
@@ -9,19 +9,18 @@ import gradio as gr
 import numpy as np
 import pytest
 import torch
+from helpers import EXAMPLE, FakeRequest, free_port
 from PIL import Image
 
-from vitviz import gallery, live, pictures, views
-from vitviz.app import build_demo, compare, explore, launch, model_tab, models, train_tab
-
-EXAMPLE = gallery.items("cifar10")[3][0]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from vitviz.app import build_demo, choices, launch, model_tab, train_tab
+from vitviz.app import compare_tab as compare
+from vitviz.app import explore_tab as explore
+from vitviz.app import menu as models
+from vitviz.data import gallery
+from vitviz.pictures import explanation as views
+from vitviz.pictures import explore as pictures
+from vitviz.pictures import input_view
+from vitviz.training import live
 
 pytestmark = pytest.mark.usefixtures("small_data")
 
@@ -38,6 +37,7 @@ def image_file(tmp_path, name, make):
 
 def bad_inputs(tmp_path):
     """(name, path, must_succeed)."""
+
     def save(im, fmt, **kw):
         return lambda p: im.save(p, format=fmt, **kw)
 
@@ -49,15 +49,47 @@ def bad_inputs(tmp_path):
         ("notes.txt", image_file(tmp_path, "notes.txt", lambda: b"hello, not an image"), False),
         ("empty.jpg", image_file(tmp_path, "empty.jpg", lambda: b""), False),
         ("bomb.png", image_file(tmp_path, "bomb.png", lambda: save(Image.new("1", (10000, 10000)), "PNG")), False),
-        ("huge.jpg", image_file(tmp_path, "huge.jpg", lambda: save(Image.new("RGB", (6000, 4000), (90, 120, 200)), "JPEG")), True),
+        (
+            "huge.jpg",
+            image_file(tmp_path, "huge.jpg", lambda: save(Image.new("RGB", (6000, 4000), (90, 120, 200)), "JPEG")),
+            True,
+        ),
         ("grey.png", image_file(tmp_path, "grey.png", lambda: save(Image.new("L", (50, 40), 128), "PNG")), True),
-        ("rgba.png", image_file(tmp_path, "rgba.png", lambda: save(Image.new("RGBA", (30, 30), (255, 0, 0, 60)), "PNG")), True),
-        ("cmyk.jpg", image_file(tmp_path, "cmyk.jpg", lambda: save(Image.new("CMYK", (30, 30), (0, 100, 200, 0)), "JPEG")), True),
-        ("deep.png", image_file(tmp_path, "deep.png", lambda: save(Image.fromarray(np.full((30, 30), 40000, np.uint16)), "PNG")), True),
-        ("palette.gif", image_file(tmp_path, "palette.gif", lambda: save(Image.new("RGB", (30, 30), (0, 200, 0)).convert("P"), "GIF")), True),
-        ("anim.gif", image_file(tmp_path, "anim.gif", lambda: save(frames[0], "GIF", save_all=True, append_images=frames[1:])), True),
+        (
+            "rgba.png",
+            image_file(tmp_path, "rgba.png", lambda: save(Image.new("RGBA", (30, 30), (255, 0, 0, 60)), "PNG")),
+            True,
+        ),
+        (
+            "cmyk.jpg",
+            image_file(tmp_path, "cmyk.jpg", lambda: save(Image.new("CMYK", (30, 30), (0, 100, 200, 0)), "JPEG")),
+            True,
+        ),
+        (
+            "deep.png",
+            image_file(tmp_path, "deep.png", lambda: save(Image.fromarray(np.full((30, 30), 40000, np.uint16)), "PNG")),
+            True,
+        ),
+        (
+            "palette.gif",
+            image_file(
+                tmp_path, "palette.gif", lambda: save(Image.new("RGB", (30, 30), (0, 200, 0)).convert("P"), "GIF")
+            ),
+            True,
+        ),
+        (
+            "anim.gif",
+            image_file(tmp_path, "anim.gif", lambda: save(frames[0], "GIF", save_all=True, append_images=frames[1:])),
+            True,
+        ),
         ("dot.png", image_file(tmp_path, "dot.png", lambda: save(Image.new("RGB", (1, 1), (5, 5, 5)), "PNG")), True),
-        ("rotated.jpg", image_file(tmp_path, "rotated.jpg", lambda: save(Image.new("RGB", (64, 32), (200, 10, 10)), "JPEG", exif=exif)), True),
+        (
+            "rotated.jpg",
+            image_file(
+                tmp_path, "rotated.jpg", lambda: save(Image.new("RGB", (64, 32), (200, 10, 10)), "JPEG", exif=exif)
+            ),
+            True,
+        ),
     ]
 
 
@@ -91,9 +123,27 @@ def test_explain_handler_gives_every_picture():
 
 
 def test_page_update_sends_only_what_changed_and_says_errors_beside_their_control():
-    args = lambda **kw: [{"path": EXAMPLE}, *[{**dict(fusion="mean", discard=0.0, target="predicted class",  # noqa
-                         layer=6, head=1, patch=-1, alpha=0.6, smooth=True, shared=False, method="gradient rollout"), **kw}[k]
-                         for k in explore.OPTIONS]]
+    args = lambda **kw: [
+        {"path": EXAMPLE},
+        *[
+            {
+                **dict(
+                    fusion="mean",
+                    discard=0.0,
+                    target="predicted class",  # noqa
+                    layer=6,
+                    head=1,
+                    patch=-1,
+                    alpha=0.6,
+                    smooth=True,
+                    shared=False,
+                    method="gradient rollout",
+                ),
+                **kw,
+            }[k]
+            for k in explore.OPTIONS
+        ],
+    ]
     state = models.Visitor()
     names = pictures.OUTPUT_NAMES
     out = explore.explain_page(args()[0], "cifar10", *args()[1:], state)
@@ -101,14 +151,16 @@ def test_page_update_sends_only_what_changed_and_says_errors_beside_their_contro
     out = explore.explain_page(args()[0], "cifar10", *args(layer=3)[1:], state)
     sent = {n for n in pictures.PICTURE_NAMES if not _skipped(out[names.index(n)])}
     assert sent == {"head_large"}  # a new layer redraws the layer-and-head view alone
-    notes = dict(zip(explore.NOTES, out[len(names) + 1:]))
+    notes = dict(zip(explore.NOTES, out[len(names) + 1 :]))
     assert not any(notes.values())
     out = explore.explain_page(args()[0], "cifar10", *args(patch=99)[1:], state)
-    notes = dict(zip(explore.NOTES, out[len(names) + 1:]))
-    assert "Token 99 is not in this model" in notes["patch_note"] and not notes["image_note"] and not notes["target_note"]
-    assert all(_skipped(o) for o in out[:len(names)])  # the pictures stay as they were
+    notes = dict(zip(explore.NOTES, out[len(names) + 1 :]))
+    assert (
+        "Token 99 is not in this model" in notes["patch_note"] and not notes["image_note"] and not notes["target_note"]
+    )
+    assert all(_skipped(o) for o in out[: len(names)])  # the pictures stay as they were
     out = explore.explain_page(args()[0], "cifar10", *args(target="giraffe")[1:], state)
-    assert "giraffe" in dict(zip(explore.NOTES, out[len(names) + 1:]))["target_note"]
+    assert "giraffe" in dict(zip(explore.NOTES, out[len(names) + 1 :]))["target_note"]
     out = explore.explain_page(args()[0], "cifar10", *args()[1:], state)  # after an error: everything again
     assert not any(_skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
 
@@ -133,8 +185,14 @@ def test_bad_and_strange_images(tmp_path, index):
 
 
 def test_bad_options_and_models():
-    for kwargs in (dict(fusion="median"), dict(discard=2.0), dict(target="giraffe"), dict(model_key="nope"),
-                   dict(model_key="session"), dict(model_key="upload")):
+    for kwargs in (
+        dict(fusion="median"),
+        dict(discard=2.0),
+        dict(target="giraffe"),
+        dict(model_key="nope"),
+        dict(model_key="session"),
+        dict(model_key="upload"),
+    ):
         with pytest.raises(gr.Error):
             view(**kwargs)
     with pytest.raises(gr.Error):
@@ -145,14 +203,14 @@ def test_mnist_model_and_its_classes():
     v = view(gallery.items("mnist")[0][0], model_key="mnist", target="3")
     assert set(v.top5) <= set("0123456789")
     state = models.Visitor()  # showing a CIFAR-10 example
-    updates = explore.controls_for("mnist", state)
+    updates = choices.controls_for("mnist", state)
     assert updates[0] == "mnist" and updates[1]["choices"][1:] == list("0123456789")
     # the CIFAR-10 image gives way to the MNIST digit in the same place of the gallery, which selects it
     assert updates[7] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
     assert updates[4]["selected_index"] == models.DEFAULT_EXAMPLE and not updates[9]
-    assert _skipped(explore.controls_for("mnist", state)[7])  # already an MNIST digit: kept
+    assert _skipped(choices.controls_for("mnist", state)[7])  # already an MNIST digit: kept
     # a model that cannot be had falls back to the shipped CIFAR-10 model, said beside the menu, with a CIFAR image
-    back = explore.controls_for("session", state)
+    back = choices.controls_for("session", state)
     assert back[0] == "cifar10" and "No model trained" in back[9] and "instead" in back[9]
     assert back[7] == gallery.items("cifar10")[models.DEFAULT_EXAMPLE][0]
 
@@ -161,29 +219,29 @@ def test_a_model_change_keeps_an_uploaded_image_that_suits_it(tmp_path):
     state = models.Visitor()
     path = str(tmp_path / "mine.png")
     Image.new("RGB", (40, 40), (200, 30, 30)).save(path)
-    image, patch, gal, state, note = explore.upload_image(path, "cifar10", state)
+    image, patch, gal, state, note = choices.upload_image(path, "cifar10", state)
     assert image == path and gal["selected_index"] is None and state.example is None and not note
-    assert _skipped(explore.controls_for("cifar10", state)[7])  # it suits the model: kept
-    assert explore.controls_for("mnist", state)[7] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
+    assert _skipped(choices.controls_for("cifar10", state)[7])  # it suits the model: kept
+    assert choices.controls_for("mnist", state)[7] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
     bad = str(tmp_path / "bad.png")
     open(bad, "wb").write(b"not a picture")
-    out = explore.upload_image(bad, "mnist", state)
+    out = choices.upload_image(bad, "mnist", state)
     assert _skipped(out[0]) and "could not be used" in out[4]
 
 
 def test_upload_checkpoint(tmp_path, tiny_model):
-    from vitviz import checkpoint
+    from vitviz.models import checkpoint
 
     checkpoint.save(tmp_path / "mine", tiny_model)
     state = models.Visitor()
-    msg, state, key = models.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "mine.json")],
-                                               state)
+    msg, state, key = models.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "mine.json")], state)
     assert key == "upload" and "Loaded" in msg
     assert len(view(model_key="upload", layer=2, head=4, state=state).top5) == 5
     (tmp_path / "evil.json").write_text('{"format": "vitviz-checkpoint", "model": {"depth": "__import__"}}')
     # a refused checkpoint: a sentence for the note beside the upload, and the model menu left alone
-    msg, _, menu = models.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")],
-                                            models.Visitor())
+    msg, _, menu = models.upload_checkpoint(
+        [str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")], models.Visitor()
+    )
     assert "could not be loaded" in msg and _skipped(menu)
     msg, _, menu = models.upload_checkpoint([str(tmp_path / "mine.safetensors")], models.Visitor())
     assert "two files" in msg and _skipped(menu)
@@ -196,26 +254,20 @@ def test_model_view_and_clicks():
     class Evt:
         index = [100, 40]
 
-    assert explore.click_token("cifar10", None, Evt()) == 1 * 8 + 3
+    assert choices.click_token("cifar10", None, Evt()) == 1 * 8 + 3
 
     class OnCls:
-        index = [pictures.cls_box(256, 8)[0] + 5, 10]
+        index = [input_view.cls_box(256, 8)[0] + 5, 10]
 
-    assert explore.click_token("cifar10", None, OnCls()) == -1
-
-
-class FakeRequest:
-    """What a handler reads of gr.Request: the session, and the caller's address (None: not known)."""
-
-    def __init__(self, h, host=None):
-        self.session_hash = h
-        self.client = type("Client", (), {"host": host})()
+    assert choices.click_token("cifar10", None, OnCls()) == -1
 
 
 def test_train_handler_streams_and_stops_quickly():
     t0 = None
     outs = []
-    gen = train_tab.train_run(width=32, heads=2, depth=1, epochs=50, time_budget=0, batch_size=16, request=FakeRequest("a"))
+    gen = train_tab.train_run(
+        width=32, heads=2, depth=1, epochs=50, time_budget=0, batch_size=16, request=FakeRequest("a")
+    )
     for o in gen:
         outs.append(o)
         if len(outs) == 3:
@@ -234,8 +286,9 @@ def test_train_handler_streams_and_stops_quickly():
 
 def test_epoch_snapshots_can_be_compared():
     state = models.Visitor()
-    for out in train_tab.train_run(width=32, heads=2, depth=1, epochs=3, time_budget=0, batch_size=64, state=state,
-                            request=FakeRequest("snap")):
+    for out in train_tab.train_run(
+        width=32, heads=2, depth=1, epochs=3, time_budget=0, batch_size=64, state=state, request=FakeRequest("snap")
+    ):
         pass
     state, menu = out[6], out[7]
     assert sorted(k for k in state.models if k.startswith("session@")) == ["session@1", "session@2", "session@3"]
@@ -256,8 +309,14 @@ def test_snapshots_are_thinned_to_six():
 
 
 def test_train_handler_rejects_bad_settings():
-    for kw in (dict(patch=5), dict(width=100, heads=3), dict(lr=-1), dict(dataset="imagenet"), dict(subset=3),
-               dict(batch_size=2048)):
+    for kw in (
+        dict(patch=5),
+        dict(width=100, heads=3),
+        dict(lr=-1),
+        dict(dataset="imagenet"),
+        dict(subset=3),
+        dict(batch_size=2048),
+    ):
         with pytest.raises(gr.Error):
             next(train_tab.train_run(request=FakeRequest("b"), **kw))
 
@@ -276,7 +335,7 @@ def test_training_without_data_says_so(monkeypatch, tmp_path):
 
 
 def test_ten_start_stop_cycles_leave_nothing_behind():
-    from vitviz.model import ViT
+    from vitviz.models.vit import ViT
 
     def count_models():
         gc.collect()
@@ -286,8 +345,9 @@ def test_ten_start_stop_cycles_leave_nothing_behind():
     view()  # shipped models loaded once
     threads0, models0 = threading.active_count(), count_models()
     for i in range(10):
-        gen = train_tab.train_run(width=32, heads=2, depth=1, epochs=50, batch_size=16, state=state,
-                           request=FakeRequest(f"cycle{i}"))
+        gen = train_tab.train_run(
+            width=32, heads=2, depth=1, epochs=50, batch_size=16, state=state, request=FakeRequest(f"cycle{i}")
+        )
         for k, o in enumerate(gen):
             if k == 1:
                 train_tab.stop_run(FakeRequest(f"cycle{i}"))
@@ -305,8 +365,7 @@ def client():
     from gradio_client import Client
 
     demo = build_demo()
-    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
-                          quiet=True)
+    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     yield Client(url, verbose=False)
     demo.close()
 
@@ -321,8 +380,9 @@ def test_api_predict_and_explain(client):
     assert len(out) == len(names) and all(os.path.exists(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
     sees = Image.open(out[names.index("sees")])
     assert sees.size[1] == 256 and sees.size[0] > 256  # the grid, and the CLS tile beside it
-    out2 = client.predict(handle_file(EXAMPLE), model_key="cifar10", fusion="min", discard=0.3, patch=12,
-                          api_name="/explain")
+    out2 = client.predict(
+        handle_file(EXAMPLE), model_key="cifar10", fusion="min", discard=0.3, patch=12, api_name="/explain"
+    )
     assert "patch 12" in out2[names.index("summary")]
     assert Image.open(out2[names.index("rollout")]).width == Image.open(out[names.index("rollout")]).width
 
@@ -394,8 +454,9 @@ def test_api_take_away_and_the_class_map_methods(client):
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError
 
-    picture, top5, curves, maps, summary = client.predict(handle_file(EXAMPLE), method="occlusion", k=10,
-                                                          api_name="/take_away")
+    picture, top5, curves, maps, summary = client.predict(
+        handle_file(EXAMPLE), method="occlusion", k=10, api_name="/take_away"
+    )
     assert summary.startswith("**10 of 64 patches hidden.**") and len(top5["confidences"]) == 5
     assert Image.open(picture).size == (256, 256) and Image.open(curves).size[0] > 300
     names = pictures.OUTPUT_NAMES

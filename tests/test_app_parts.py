@@ -1,4 +1,5 @@
 """The app's parts on their own: the model store, the per-model cache, the gallery choice, the clicks."""
+
 import gc
 import threading
 import time
@@ -9,10 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import checkpoint, gallery, pictures, views
-from vitviz.app import explore, model_tab, models
-from vitviz.hub import load_model
-from vitviz.train_config import ConfigError, TrainConfig
+from vitviz.app import choices, model_tab
+from vitviz.app import explore_tab as explore
+from vitviz.app import menu as models
+from vitviz.data import gallery
+from vitviz.models import checkpoint
+from vitviz.models.hub import load_model
+from vitviz.pictures import explanation as views
+from vitviz.pictures import explore as pictures
+from vitviz.training.config import ConfigError, TrainConfig
 
 EXAMPLE = gallery.items("cifar10")[3][0]
 
@@ -33,12 +39,12 @@ def uploaded(tmp_path, name):
 def test_pick_example_follows_the_model_not_the_menu_key(tmp_path):
     v = uploaded(tmp_path, "mnist")
     assert v.models["upload"].card.kind == "uploaded" and v.models["upload"].card.dataset == "mnist"
-    path, patch, v, note = explore.pick_example("upload", v, Evt(3))
+    path, patch, v, note = choices.pick_example("upload", v, Evt(3))
     assert path == gallery.items("mnist")[3][0] and patch == -1 and not note
-    updates = explore.controls_for("upload", v)
+    updates = choices.controls_for("upload", v)
     assert [p for p, _ in updates[4]["value"]] == [p for p, _ in gallery.items("mnist")]
     assert updates[4]["selected_index"] == 3  # the gallery marks the digit shown
-    assert explore.pick_example("cifar10", v, Evt(5))[0] == gallery.items("cifar10")[5][0]
+    assert choices.pick_example("cifar10", v, Evt(5))[0] == gallery.items("cifar10")[5][0]
 
 
 def test_position_click_redraws_only_the_highlight(monkeypatch):
@@ -48,8 +54,9 @@ def test_position_click_redraws_only_the_highlight(monkeypatch):
     cfg = load_model("cifar10").card.config
     size = views.pos_tile_size(cfg.grid_size)
     # the centre of the tile in row 2, column 5
-    pos, tiles, large = model_tab.pos_click("cifar10", None, Evt([2 + 5 * (size + 2) + size // 2,
-                                                                  2 + 2 * (size + 2) + size // 2]))
+    pos, tiles, large = model_tab.pos_click(
+        "cifar10", None, Evt([2 + 5 * (size + 2) + size // 2, 2 + 2 * (size + 2) + size // 2])
+    )
     assert pos == 2 * cfg.grid_size + 5 and not calls
     s = model_tab.summary_of(models.MODELS.get("cifar10"))
     expect = views.position_pictures(s, cfg, pos)
@@ -125,13 +132,23 @@ def test_export_files_hold_every_picture_and_the_attention():
     np.testing.assert_allclose(attn.sum(-1), 1.0, atol=1e-4)  # softmax rows
 
 
-@pytest.mark.parametrize("values, words", [
-    (dict(depth="abc"), "must be a number"), (dict(depth=float("inf")), "finite"),
-    (dict(embed_dim=float("nan")), "finite"), (dict(patch_size=0), "does not divide"),
-    (dict(patch_size=-4), "does not divide"), (dict(seed=2**70), "seed"), (dict(batch_size=2.5), "whole number"),
-    (dict(subset=3), "at least one batch"), (dict(embed_dim=100, num_heads=3), "divisible"),
-    (dict(lr=0), "more than 0"), (dict(dataset="imagenet"), "data set"), (dict(wobble=1), "no training setting"),
-])
+@pytest.mark.parametrize(
+    "values, words",
+    [
+        (dict(depth="abc"), "must be a number"),
+        (dict(depth=float("inf")), "finite"),
+        (dict(embed_dim=float("nan")), "finite"),
+        (dict(patch_size=0), "does not divide"),
+        (dict(patch_size=-4), "does not divide"),
+        (dict(seed=2**70), "seed"),
+        (dict(batch_size=2.5), "whole number"),
+        (dict(subset=3), "at least one batch"),
+        (dict(embed_dim=100, num_heads=3), "divisible"),
+        (dict(lr=0), "more than 0"),
+        (dict(dataset="imagenet"), "data set"),
+        (dict(wobble=1), "no training setting"),
+    ],
+)
 def test_train_config_refuses_with_a_sentence(values, words):
     with pytest.raises(ConfigError, match=words) as e:
         TrainConfig.parse(**values)
@@ -145,8 +162,13 @@ def test_train_config_parses_loose_values():
 
 
 def test_bad_explore_values_get_sentences():
-    for kw, words in ((dict(layer="abc"), "must be a number"), (dict(head=float("inf")), "finite"),
-                      (dict(patch=float("nan")), "finite"), (dict(patch=64), "Token 64 is not in this model"),
-                      (dict(discard=float("-inf")), "finite"), (dict(alpha="x"), "must be a number")):
+    for kw, words in (
+        (dict(layer="abc"), "must be a number"),
+        (dict(head=float("inf")), "finite"),
+        (dict(patch=float("nan")), "finite"),
+        (dict(patch=64), "Token 64 is not in this model"),
+        (dict(discard=float("-inf")), "finite"),
+        (dict(alpha="x"), "must be a number"),
+    ):
         with pytest.raises(gr.Error, match=words):
             explore.explore_view({"path": EXAMPLE}, **kw)

@@ -3,21 +3,33 @@
 
 Screenshots go to test-artifacts/ (VITVIZ_SCREENSHOTS overrides the folder).
 """
+
 import os
 import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import free_port, image_src, wait_change
-from vitviz import gallery
+
 from vitviz.app import build_demo, launch
+from vitviz.data import gallery
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("VITVIZ_SCREENSHOTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 pytestmark = pytest.mark.usefixtures("small_data")
-FIRST_SCREEN = ("sees", "top5", "rollout", "class-map", "head-large", "fusion", "discard", "method", "target", "layer",
-                "head")
+FIRST_SCREEN = (
+    "sees",
+    "top5",
+    "rollout",
+    "class-map",
+    "head-large",
+    "fusion",
+    "discard",
+    "method",
+    "target",
+    "layer",
+    "head",
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +39,19 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     demo = build_demo()
-    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
-                       quiet=True)
+    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         yield b, url
         b.close()
     demo.close()
@@ -60,7 +78,8 @@ def box(page, elem_id):
 
 def small_text(page, root="#explore-top", below=12):
     """Visible texts in `root` drawn smaller than `below` px: (text, size) pairs."""
-    return page.evaluate("""([root, below]) => {
+    return page.evaluate(
+        """([root, below]) => {
         const out = [];
         for (const e of document.querySelectorAll(root + ' *')) {
             const own = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
@@ -68,7 +87,9 @@ def small_text(page, root="#explore-top", below=12):
             const size = parseFloat(getComputedStyle(e).fontSize);
             if (own && r.width > 0 && r.height > 0 && size < below) out.push([e.textContent.trim(), size]);
         }
-        return out; }""", [root, below])
+        return out; }""",
+        [root, below],
+    )
 
 
 def test_projector_first_screen_holds_the_image_prediction_maps_and_their_controls(browser):
@@ -77,12 +98,16 @@ def test_projector_first_screen_holds_the_image_prediction_maps_and_their_contro
         for elem_id in FIRST_SCREEN:
             b = box(pg, elem_id)
             assert b is not None and b["y"] >= 0 and b["y"] + b["height"] <= 720 and b["x"] + b["width"] <= 1280, (
-                elem_id, b)
+                elem_id,
+                b,
+            )
         # the pictures are shown at least at their own size (so their 14-px labels stay 12 px or more), and no
         # toolbar sits over them
         for elem_id in ("rollout", "class-map", "head-large", "sees"):
-            shown, natural = pg.evaluate(f"() => {{ const i = document.querySelector('#{elem_id} img');"
-                                         " return [i.getBoundingClientRect().width, i.naturalWidth]; }")
+            shown, natural = pg.evaluate(
+                f"() => {{ const i = document.querySelector('#{elem_id} img');"
+                " return [i.getBoundingClientRect().width, i.naturalWidth]; }"
+            )
             assert shown >= 0.85 * natural, (elem_id, shown, natural)
             assert pg.locator(f"#{elem_id} button[aria-label], #{elem_id} .icon-button").count() == 0, elem_id
         assert small_text(pg) == []
@@ -102,7 +127,16 @@ def test_phone_shows_prediction_and_maps_before_controls_and_a_tap_changes_them(
     try:
         y = {k: box(pg, k)["y"] for k in FIRST_SCREEN}
         assert y["sees"] < y["top5"] < 844  # the prediction on the first screen, under the image
-        assert y["top5"] < y["rollout"] < y["fusion"] < y["class-map"] < y["method"] <= y["target"] < y["head-large"] < y["layer"]
+        assert (
+            y["top5"]
+            < y["rollout"]
+            < y["fusion"]
+            < y["class-map"]
+            < y["method"]
+            <= y["target"]
+            < y["head-large"]
+            < y["layer"]
+        )
         before = image_src(pg, "rollout")
         sees = pg.locator("#sees img").first.bounding_box()
         pg.mouse.click(sees["x"] + sees["height"] * 2.5 / 8, sees["y"] + sees["height"] * 4.5 / 8)
@@ -195,8 +229,9 @@ def test_take_patches_away_by_slider_and_by_click(page):
 
 def test_model_tab(page):
     page.get_by_role("tab", name="Model").click()
-    page.wait_for_function("() => { const i = document.querySelector('#pos-tiles img'); return i && i.naturalWidth > 0; }",
-                           timeout=20_000)
+    page.wait_for_function(
+        "() => { const i = document.querySelector('#pos-tiles img'); return i && i.naturalWidth > 0; }", timeout=20_000
+    )
     page.screenshot(path=str(SHOTS / "model.png"), full_page=True)
 
 
@@ -210,8 +245,9 @@ def test_train_buttons_progress_and_an_early_validation_point(page):
     wait_change(page, "curves", before, timeout=60_000)  # the curve updates while it runs
     page.wait_for_timeout(1000 * float(os.environ.get("VITVIZ_SCREENSHOT_TRAIN_SECONDS", "0")))
     page.locator("#stop-btn").click()
-    page.wait_for_function("() => /Stopped|Finished/.test(document.querySelector('#train-status').innerText)",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => /Stopped|Finished/.test(document.querySelector('#train-status').innerText)", timeout=30_000
+    )
     page.wait_for_function("() => !document.querySelector('#use-btn').disabled", timeout=10_000)
     text = page.locator(".vv-progress").inner_text()
     assert "stopped at" in text or "100%" in text, text  # the bar stays where the run got to
@@ -219,8 +255,9 @@ def test_train_buttons_progress_and_an_early_validation_point(page):
     page.screenshot(path=str(SHOTS / "train.png"), full_page=True)
     before = image_src(page, "sees")
     page.locator("#use-btn").click()
-    page.wait_for_function("() => /Trained in this session/.test(document.querySelector('#model-dd input').value)",
-                           timeout=20_000)
+    page.wait_for_function(
+        "() => /Trained in this session/.test(document.querySelector('#model-dd input').value)", timeout=20_000
+    )
     wait_change(page, "sees", before)  # the Explore tab now shows the freshly trained model
     assert page.get_by_role("tab", name="Explore").get_attribute("aria-selected") == "true"
 

@@ -1,13 +1,15 @@
 """The model menu's timm entries in a real headless Chromium: each one, on a photo, draws its pictures and shows
 no error. Their weights are random ones in a Hugging Face cache this test writes (no hub is reached)."""
+
 import os
 import shutil
 
 import pytest
+from helpers import free_port, image_src, wait_change, write_hub_cache
 from PIL import Image, ImageDraw
 
-from helpers import free_port, image_src, wait_change, write_hub_cache
-from vitviz.app import build_demo, launch, models
+from vitviz.app import build_demo, launch
+from vitviz.app import menu as models
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.usefixtures("small_data")
@@ -41,9 +43,16 @@ def served(tmp_path_factory):
     demo = build_demo()
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         yield b, url, photo(tmp_path_factory.mktemp("photo") / "photo.png")
         b.close()
     demo.close()
@@ -72,7 +81,8 @@ def test_each_timm_entry_draws_a_photo(served, key):
         assert "could not" not in page.locator("#explore-top").inner_text()
         if "no classifier" in label:
             assert "no classifier" in page.locator("#top5").inner_text().lower()
-        page.screenshot(path=str(os.environ.get("VITVIZ_SCREENSHOTS", "/tmp")) + f"/{key.split('/')[1]}.png",
-                        full_page=False)
+        page.screenshot(
+            path=str(os.environ.get("VITVIZ_SCREENSHOTS", "/tmp")) + f"/{key.split('/')[1]}.png", full_page=False
+        )
     finally:
         page.close()

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import vitviz
-from vitviz import checkpoint
+from vitviz.models import checkpoint
 
 
 def test_roundtrip(tmp_path, tiny_model):
@@ -24,16 +24,19 @@ def _saved(tmp_path, tiny_model):
     return tmp_path / "m.safetensors", tmp_path / "m.json"
 
 
-@pytest.mark.parametrize("mutate, words", [
-    (lambda w, j: j.write_text("{not json"), "not valid JSON"),
-    (lambda w, j: j.write_text(json.dumps({"format": "other"})), "not a vitviz checkpoint"),
-    (lambda w, j: j.write_text(j.read_text().replace('"depth": 2', '"depth": 3')), "missing"),
-    (lambda w, j: j.write_text(j.read_text().replace('"embed_dim": 32', '"embed_dim": 48')), "shape"),
-    (lambda w, j: w.write_bytes(b"\x80\x02}q\x00." * 10), "not a valid safetensors"),
-    (lambda w, j: w.unlink(), "missing"),
-    (lambda w, j: j.unlink(), "missing"),
-    (lambda w, j: j.write_text(j.read_text().replace('"num_heads": 4', '"num_heads": 5')), "invalid"),
-])
+@pytest.mark.parametrize(
+    "mutate, words",
+    [
+        (lambda w, j: j.write_text("{not json"), "not valid JSON"),
+        (lambda w, j: j.write_text(json.dumps({"format": "other"})), "not a vitviz checkpoint"),
+        (lambda w, j: j.write_text(j.read_text().replace('"depth": 2', '"depth": 3')), "missing"),
+        (lambda w, j: j.write_text(j.read_text().replace('"embed_dim": 32', '"embed_dim": 48')), "shape"),
+        (lambda w, j: w.write_bytes(b"\x80\x02}q\x00." * 10), "not a valid safetensors"),
+        (lambda w, j: w.unlink(), "missing"),
+        (lambda w, j: j.unlink(), "missing"),
+        (lambda w, j: j.write_text(j.read_text().replace('"num_heads": 4', '"num_heads": 5')), "invalid"),
+    ],
+)
 def test_invalid_checkpoints_give_clear_errors(tmp_path, tiny_model, mutate, words):
     w, j = _saved(tmp_path, tiny_model)
     mutate(w, j)
@@ -75,7 +78,7 @@ def _kill_after(n_renames, stem, model, metrics):
         count[0] += 1
         real(a, b)
 
-    from vitviz import fileset
+    from vitviz.models import fileset
 
     fileset.os.replace = replace
     checkpoint.save(stem, model, metrics=metrics, state={"opt.0.exp_avg": torch.full((3,), float(metrics["step"]))})

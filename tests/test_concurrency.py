@@ -5,6 +5,7 @@ small torchvision ViT put where ViT-B/16 would be), with different images, patch
 reference for each call is the same call made alone, before the threads start; the pictures are compared
 pixel for pixel and the texts letter for letter.
 """
+
 import random
 import threading
 import zipfile
@@ -16,13 +17,16 @@ import pytest
 import torch
 from PIL import Image
 
-from vitviz import gallery
-from vitviz.app import compare, explore, model_tab, models, removal_tab, steps_tab
+from vitviz.app import compare_tab as compare
+from vitviz.app import explore_tab as explore
+from vitviz.app import menu as models
+from vitviz.app import model_tab, removal_tab, steps_tab
 from vitviz.app.inputs import PREDICTED
-from vitviz.card import ModelCard, describe
-from vitviz.data import CIFAR10_CLASSES
-from vitviz.loaded import loaded
-from vitviz.tv_vit import config_of
+from vitviz.data import gallery
+from vitviz.data.datasets import CIFAR10_CLASSES
+from vitviz.models.card import ModelCard, describe
+from vitviz.models.loaded import loaded
+from vitviz.models.tv_vit import config_of
 
 IMAGES = [{"path": gallery.items("cifar10")[i][0]} for i in (1, 3, 6)]
 DIGIT = {"path": gallery.items("mnist")[2][0]}
@@ -32,11 +36,19 @@ def small_torchvision_vit():
     from torchvision.models.vision_transformer import VisionTransformer
 
     torch.manual_seed(1)
-    m = VisionTransformer(image_size=32, patch_size=4, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128,
-                          num_classes=10)
+    m = VisionTransformer(
+        image_size=32, patch_size=4, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128, num_classes=10
+    )
     torch.nn.init.normal_(m.heads.head.weight, std=0.2)  # torchvision zero-inits it: no class map otherwise
-    card = ModelCard(config=config_of(m), classes=tuple(CIFAR10_CLASSES), mean=(0.49, 0.48, 0.45),
-                     std=(0.25, 0.24, 0.26), dataset="cifar10", kind="torchvision", name="small torchvision ViT")
+    card = ModelCard(
+        config=config_of(m),
+        classes=tuple(CIFAR10_CLASSES),
+        mean=(0.49, 0.48, 0.45),
+        std=(0.25, 0.24, 0.26),
+        dataset="cifar10",
+        kind="torchvision",
+        name="small torchvision ViT",
+    )
     return describe(m, card).eval()
 
 
@@ -82,13 +94,24 @@ def calls(tv_key: str) -> list[tuple[str, callable]]:
         for i, img in enumerate(IMAGES):
             for method in ("gradient rollout", "LeGrad", "occlusion"):
                 patch = (-1, 5, 37)[i]
-                out.append((f"explain {key} {i} {method}", lambda k=key, im=img, m=method, p=patch:
-                            explore.explain(im, k, "mean", 0.0, PREDICTED, 2, 2, p, 0.6, True, False, m)))
+                out.append(
+                    (
+                        f"explain {key} {i} {method}",
+                        lambda k=key, im=img, m=method, p=patch: explore.explain(
+                            im, k, "mean", 0.0, PREDICTED, 2, 2, p, 0.6, True, False, m
+                        ),
+                    )
+                )
             out.append((f"export {key} {i}", lambda k=key, im=img: explore.export(im, k, patch=9)[0]))
-            out.append((f"steps {key} {i}", lambda k=key, im=img, p=(-1, 5, 20)[i]:
-                        steps_tab.steps_api(im, k, 2, p)))
-            out.append((f"take_away {key} {i}", lambda k=key, im=img, m=("LeGrad", "occlusion", "random order")[i]:
-                        removal_tab.removal_api(im, k, m, 7)))
+            out.append((f"steps {key} {i}", lambda k=key, im=img, p=(-1, 5, 20)[i]: steps_tab.steps_api(im, k, 2, p)))
+            out.append(
+                (
+                    f"take_away {key} {i}",
+                    lambda k=key, im=img, m=("LeGrad", "occlusion", "random order")[i]: removal_tab.removal_api(
+                        im, k, m, 7
+                    ),
+                )
+            )
             out.append((f"predict {key} {i}", lambda k=key, im=img: explore.predict(im, k)))
         out.append((f"model {key}", lambda k=key: model_tab.model_view(k, 12)))
     out.append(("compare", lambda: compare.compare(IMAGES[0], "cifar10", tv_key, method="LeGrad")))
@@ -142,8 +165,8 @@ def test_every_endpoint_answers_alone_and_in_a_crowd_the_same(small_data, shared
 def test_a_training_models_snapshot_is_drawn_while_it_trains():
     """Live-run snapshots draw from the training model between steps; an explain on another thread at the
     same moment must neither change its mode nor see its tensors."""
-    from vitviz import interpret as I
-    from vitviz.model import ViT, make_config
+    from vitviz.explain import interpret as I
+    from vitviz.models.vit import ViT, make_config
 
     torch.manual_seed(0)
     training = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4, dropout=0.1)).train()
@@ -181,8 +204,8 @@ def test_a_training_models_snapshot_is_drawn_while_it_trains():
 
 def test_no_hook_is_left_or_used(tiny_model):
     """The forward returns what the pictures need: no hook is ever registered on a shared model."""
-    from vitviz import interpret as I
-    from vitviz import methods
+    from vitviz.explain import interpret as I
+    from vitviz.explain import methods
 
     x = torch.randn(1, 3, 32, 32)
     calls_seen = []
@@ -242,9 +265,9 @@ def test_the_same_picture_answered_at_once_is_never_read_half_written(tmp_path):
 def test_six_clients_through_the_running_app_get_what_one_gets_alone(small_data):
     """The same through Gradio: six gradio_client clients at once, on every endpoint that draws."""
     from gradio_client import Client, handle_file
+    from helpers import free_port
 
     from vitviz.app import build_demo, launch
-    from helpers import free_port
 
     demo = build_demo()
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
@@ -252,11 +275,20 @@ def test_six_clients_through_the_running_app_get_what_one_gets_alone(small_data)
         paths = [im["path"] for im in IMAGES]
         jobs = []
         for i, path in enumerate(paths):
-            jobs += [(f"explain {i}", "/explain", dict(image=handle_file(path), patch=(3, 30, 60)[i],
-                                                        method=("LeGrad", "gradient rollout", "occlusion")[i])),
-                     (f"steps {i}", "/steps", dict(image=handle_file(path), block=1 + i, patch=i * 7)),
-                     (f"take_away {i}", "/take_away", dict(image=handle_file(path), k=4 + i)),
-                     (f"predict {i}", "/predict", dict(image=handle_file(path)))]
+            jobs += [
+                (
+                    f"explain {i}",
+                    "/explain",
+                    dict(
+                        image=handle_file(path),
+                        patch=(3, 30, 60)[i],
+                        method=("LeGrad", "gradient rollout", "occlusion")[i],
+                    ),
+                ),
+                (f"steps {i}", "/steps", dict(image=handle_file(path), block=1 + i, patch=i * 7)),
+                (f"take_away {i}", "/take_away", dict(image=handle_file(path), k=4 + i)),
+                (f"predict {i}", "/predict", dict(image=handle_file(path))),
+            ]
         jobs.append(("compare", "/compare", dict(image=handle_file(paths[1]), model_b="cifar10/random-head")))
         jobs.append(("export", "/export", dict(image=handle_file(paths[2]), patch=11)))
         one = Client(url, verbose=False)

@@ -4,22 +4,11 @@ import zipfile
 import numpy as np
 import pytest
 import torch
+from helpers import make_zip
 from PIL import Image
 
-from vitviz import data as D
 from vitviz import preprocess
-
-
-def make_zip(path, n_per_class=3, size=32, mode="RGB", classes=D.CIFAR10_CLASSES):
-    with zipfile.ZipFile(path, "w") as z:
-        for split in ("train", "test"):
-            for ci, c in enumerate(classes):
-                for k in range(n_per_class):
-                    im = Image.new(mode, (size, size), color=(ci * 20, k * 40, 100) if mode == "RGB" else ci * 20)
-                    buf = io.BytesIO()
-                    im.save(buf, format="PNG")
-                    z.writestr(f"{split}/{c}/{k:04d}.png", buf.getvalue())
-    return path
+from vitviz.data import datasets as D
 
 
 def test_load_zip_layout(tmp_path, monkeypatch):
@@ -57,9 +46,12 @@ def test_augment_is_crop_and_flip():
     # each output is a shifted (possibly flipped) window of the zero-padded input
     xp = torch.nn.functional.pad(x, (4, 4, 4, 4))
     for i in range(8):
-        found = any(torch.equal(y[i], cand)
-                    for dy in range(9) for dx in range(9)
-                    for cand in (xp[i, :, dy:dy + 32, dx:dx + 32], xp[i, :, dy:dy + 32, dx:dx + 32].flip(2)))
+        found = any(
+            torch.equal(y[i], cand)
+            for dy in range(9)
+            for dx in range(9)
+            for cand in (xp[i, :, dy : dy + 32, dx : dx + 32], xp[i, :, dy : dy + 32, dx : dx + 32].flip(2))
+        )
         assert found
     assert not torch.equal(y, x)
     assert torch.equal(D.augment(x, flip=False, pad=0), x)
@@ -132,7 +124,7 @@ def test_mnist_inverts_dark_on_light():
 
 
 def test_mix_batch_and_random_erase():
-    from vitviz.data import mix_batch, random_erase
+    from vitviz.data.datasets import mix_batch, random_erase
 
     g = torch.Generator().manual_seed(0)
     x = torch.arange(4.0)[:, None, None, None].expand(4, 3, 8, 8).contiguous()  # image i is all i

@@ -1,8 +1,7 @@
-
 import pytest
 import torch
 
-from vitviz import interpret as I
+from vitviz.explain import interpret as I
 
 
 def rand_attn(B=2, L=3, H=4, N=17, seed=0):
@@ -52,7 +51,9 @@ def test_rollout_two_layers_by_hand():
     r = I.attention_rollout(attn)
     torch.testing.assert_close(r[0], norm(A2) @ norm(A1))
     # head fusion: two heads whose mean is A1
-    heads = torch.stack([A1 + 0.1 * torch.tensor([[1., -1.], [1., -1.]]), A1 - 0.1 * torch.tensor([[1., -1.], [1., -1.]])])
+    heads = torch.stack(
+        [A1 + 0.1 * torch.tensor([[1.0, -1.0], [1.0, -1.0]]), A1 - 0.1 * torch.tensor([[1.0, -1.0], [1.0, -1.0]])]
+    )
     torch.testing.assert_close(I.attention_rollout(heads.view(1, 1, 2, 2, 2))[0], norm(A1))
     torch.testing.assert_close(I.attention_rollout(heads.view(1, 1, 2, 2, 2), "max")[0], norm(heads.amax(0)))
 
@@ -157,8 +158,8 @@ def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model):
         for b in range(2):
             for p in (0, 9, 37, 63):
                 r, c = divmod(p, 8)
-                xo = x[b:b + 1].clone()
-                xo[..., 4 * r:4 * r + 4, 4 * c:4 * c + 4] = 0.0  # the mean colour, normalised
+                xo = x[b : b + 1].clone()
+                xo[..., 4 * r : 4 * r + 4, 4 * c : 4 * c + 4] = 0.0  # the mean colour, normalised
                 want = probs[b, t[b]] - tiny_model(xo).softmax(-1)[0, t[b]]
                 assert got[b, p].item() == pytest.approx(want.item(), abs=1e-5)
     other = I.occlusion(tiny_model, x, target=(int(t[0]) + 1) % 10, bf16=False)

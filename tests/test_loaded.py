@@ -1,10 +1,11 @@
 """The one record of a loaded model, for every family, and the sanity check that leaves nothing trained."""
+
 import pytest
 import torch
 
 import vitviz
-from vitviz import sanity
-from vitviz.loaded import LoadedViT, loaded
+from vitviz.explain import sanity
+from vitviz.models.loaded import LoadedViT, loaded
 
 
 def test_the_record_of_each_family():
@@ -12,9 +13,12 @@ def test_the_record_of_each_family():
     tv = vitviz.load_model("vit_b_16", pretrained=False)
     deit = vitviz.load_model("timm/deit_tiny_distilled_patch16_224.fb_in1k", pretrained=False)
     dino = vitviz.load_model("timm/vit_small_patch14_reg4_dinov2.lvd142m", pretrained=False)
-    want = {id(ours): (("CLS",), (8, 8), 4, True), id(tv): (("CLS",), (14, 14), 16, True),
-            id(deit): (("CLS", "distillation"), (14, 14), 16, True),
-            id(dino): (("CLS", "register 1", "register 2", "register 3", "register 4"), (16, 16), 14, False)}
+    want = {
+        id(ours): (("CLS",), (8, 8), 4, True),
+        id(tv): (("CLS",), (14, 14), 16, True),
+        id(deit): (("CLS", "distillation"), (14, 14), 16, True),
+        id(dino): (("CLS", "register 1", "register 2", "register 3", "register 4"), (16, 16), 14, False),
+    }
     for m in (ours, tv, deit, dino):
         r = loaded(m.module)  # a module's record is built from it, and a record is handed back as it is
         prefix, grid, patch, has_head = want[id(m)]
@@ -46,8 +50,8 @@ def test_every_weight_randomised_changes_every_tensor(which):
 
 
 def test_a_module_goes_wherever_its_record_does():
-    from vitviz import interpret as I
-    from vitviz import methods
+    from vitviz.explain import interpret as I
+    from vitviz.explain import methods
 
     r = vitviz.load_model()
     m = r.module

@@ -5,6 +5,7 @@ Each run is the architecture at the largest batch whose estimate the default bou
 (benchmarks/train_memory.py), whose peak resident memory over the idle process must stay under
 the estimate. The seed preset (dropout 0.2) is the one the estimate once fell short on.
 """
+
 import json
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vitviz.app import limits
-from vitviz.train_config import TrainConfig, largest_batch
+from vitviz.training.config import TrainConfig, largest_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,15 +25,30 @@ def test_the_largest_allowed_run_peaks_under_its_estimate(preset, width, depth, 
     cfg = TrainConfig(preset=preset, embed_dim=width, depth=depth, num_heads=heads, patch_size=patch)
     batch = largest_batch(cfg, bound)
     assert 8 < batch <= 2048
-    estimate = TrainConfig(preset=preset, embed_dim=width, depth=depth, num_heads=heads, patch_size=patch,
-                           batch_size=batch).peak_memory_gb()
+    estimate = TrainConfig(
+        preset=preset, embed_dim=width, depth=depth, num_heads=heads, patch_size=patch, batch_size=batch
+    ).peak_memory_gb()
     assert estimate <= bound
     if batch < 2048:  # one more image would be refused
-        over = TrainConfig(preset=preset, embed_dim=width, depth=depth, num_heads=heads, patch_size=patch,
-                           batch_size=batch + 1)
+        over = TrainConfig(
+            preset=preset, embed_dim=width, depth=depth, num_heads=heads, patch_size=patch, batch_size=batch + 1
+        )
         assert over.peak_memory_gb() > bound
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_memory.py"), str(width), str(depth),
-                          str(heads), str(batch), str(patch), preset], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "train_memory.py"),
+            str(width),
+            str(depth),
+            str(heads),
+            str(batch),
+            str(patch),
+            preset,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     measured = json.loads(out.stdout.strip().splitlines()[-1])["measured_gb"]
     assert 0.3 < measured < estimate, (measured, estimate)

@@ -1,10 +1,11 @@
 """LeGrad, occlusion, deletion curves and the sanity checks, against independent computations."""
+
 import pytest
 import torch
 
-from vitviz import interpret as I
-from vitviz import methods as M
-from vitviz import sanity
+from vitviz.explain import interpret as I
+from vitviz.explain import methods as M
+from vitviz.explain import sanity
 
 
 def _legrad_by_hand(model, x, t):
@@ -13,14 +14,14 @@ def _legrad_by_hand(model, x, t):
     for layer in range(len(model.blocks)):
         h = model.patch_embed(x)
         h = torch.cat([model.cls_token.expand(len(x), -1, -1), h], 1) + model.pos_embed
-        for k, blk in enumerate(model.blocks[:layer + 1]):
+        for k, blk in enumerate(model.blocks[: layer + 1]):
             y, a = blk.attn(blk.norm1(h), return_attention=True)
             if k == layer:
                 kept = a
             h = h + y
             h = h + blk.mlp(blk.norm2(h))
         s = model.head(model.norm(h[:, 0]))[torch.arange(len(x)), t].sum()
-        g, = torch.autograd.grad(s, kept)
+        (g,) = torch.autograd.grad(s, kept)
         total = total + g.clamp(min=0).mean(dim=(1, 2))[:, 1:]
     lo, hi = total.amin(1, keepdim=True), total.amax(1, keepdim=True)
     return (total - lo) / (hi - lo)
@@ -41,7 +42,7 @@ def test_legrad_is_class_specific(tiny_model):
 
 
 def test_legrad_of_an_untrained_head_is_flat():
-    from vitviz.model import ViT, make_config
+    from vitviz.models.vit import ViT, make_config
 
     m = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).eval()  # the head starts at zeros
     assert float(I.legrad(m, torch.randn(1, 3, 32, 32)).abs().max()) == 0
@@ -55,7 +56,7 @@ def test_occlusion_in_bf16_stays_near_fp32(tiny_model):
 
 def test_default_occlusion_takes_this_machines_path(tiny_model):
     """The default is bf16 exactly where the machine has native bf16 units, fp32 (the exact path) elsewhere."""
-    from vitviz.device import cpu_has_bf16
+    from vitviz.runtime.device import cpu_has_bf16
 
     x = torch.randn(1, 3, 32, 32)
     assert torch.equal(I.occlusion(tiny_model, x), I.occlusion(tiny_model, x, bf16=cpu_has_bf16()))
@@ -79,10 +80,10 @@ def test_deletion_curve_against_hiding_by_hand(tiny_model):
         for b in range(2):
             order = rel[b].argsort(descending=True)
             for k, n in enumerate((0, 16, 32, 48, 64)):
-                xo = x[b:b + 1].clone()
+                xo = x[b : b + 1].clone()
                 for p in order[:n].tolist():
                     r, c = divmod(p, 8)
-                    xo[..., 4 * r:4 * r + 4, 4 * c:4 * c + 4] = 0
+                    xo[..., 4 * r : 4 * r + 4, 4 * c : 4 * c + 4] = 0
                 want = tiny_model(xo).softmax(-1)[0, t[b]]
                 assert got[b, k].item() == pytest.approx(want.item(), abs=1e-5)
     ins = M.curves(tiny_model, x, rel, t, steps=4, insertion=True)
@@ -113,8 +114,11 @@ def test_cascade_randomises_from_the_top_and_leaves_the_model(tiny_model):
     before = {k: v.clone() for k, v in tiny_model.state_dict().items()}
     stages = []
     for label, m in sanity.cascade(tiny_model):
-        changed = {k.split(".")[0] + ("." + k.split(".")[1] if k.startswith("blocks") else "")
-                   for k, v in m.module.state_dict().items() if not torch.equal(v, before[k])}
+        changed = {
+            k.split(".")[0] + ("." + k.split(".")[1] if k.startswith("blocks") else "")
+            for k, v in m.module.state_dict().items()
+            if not torch.equal(v, before[k])
+        }
         stages.append((label, changed))
     assert [s[0] for s in stages] == ["trained", "head", "head + block 2", "+ block 1", "+ embeddings (everything)"]
     assert stages[0][1] == set() and stages[1][1] == {"head"}
@@ -154,19 +158,25 @@ def test_norm_outliers_name_the_high_norm_tokens():
 def test_legrad_is_ahead_of_random_on_deletion_with_the_shipped_model():
     """On the shipped model and its 100 example images, hiding LeGrad's patches first makes the predicted
     class's probability fall faster than hiding them in random orders."""
-    import vitviz
-    from vitviz import gallery
-    from vitviz.data import pixels_to_tensor
-    from vitviz.views import image_to_pixels
     from PIL import Image
+
+    import vitviz
+    from vitviz.data import gallery
+    from vitviz.data.datasets import pixels_to_tensor
+    from vitviz.pictures.explanation import image_to_pixels
 
     model = vitviz.load_model()
     card = model.card
-    x = torch.cat([pixels_to_tensor(image_to_pixels(model, Image.open(p)), card.mean, card.std)
-                   for p, _ in gallery.items("cifar10")[:60]])
+    x = torch.cat(
+        [
+            pixels_to_tensor(image_to_pixels(model, Image.open(p)), card.mean, card.std)
+            for p, _ in gallery.items("cifar10")[:60]
+        ]
+    )
     with torch.no_grad():
         t = model(x).argmax(-1)
     legrad = M.auc(M.curves(model, x, I.legrad(model, x, t), t, steps=8)).mean()
-    rnd = torch.stack([M.auc(M.curves(model, x, M.random_relevance(len(x), 64, s), t, steps=8)).mean()
-                       for s in range(3)])
+    rnd = torch.stack(
+        [M.auc(M.curves(model, x, M.random_relevance(len(x), 64, s), t, steps=8)).mean() for s in range(3)]
+    )
     assert legrad < rnd.min() - 0.05, (legrad, rnd)

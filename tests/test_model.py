@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from vitviz.model import PRESETS, ViT, ViTConfig, make_config
+from vitviz.models.vit import PRESETS, ViT, ViTConfig, make_config
 
 
 def test_fused_equals_explicit_attention(tiny_model):
@@ -57,7 +57,7 @@ def test_logits_not_softmax(tiny_model):
 
 
 def test_dropout_statistics_and_modes():
-    from vitviz.model import Dropout
+    from vitviz.models.vit import Dropout
 
     torch.manual_seed(0)
     d = Dropout(0.2)

@@ -1,4 +1,5 @@
 """The training places: slots, a bounded line, one place per visitor, places given back."""
+
 import threading
 
 import pytest

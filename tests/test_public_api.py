@@ -4,6 +4,7 @@ Through plain REST and gradio_client on a running app (127.0.0.1): a wrong type,
 many values, values out of this model's range; Gradio's cache kept under VITVIZ_CACHE_MAX_MB while
 the app runs, and emptied when it closes.
 """
+
 import json
 import os
 import time
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from helpers import free_port
-from vitviz import gallery
+
 from vitviz.app import build_demo, gradio_files, launch
+from vitviz.data import gallery
 
 EXAMPLE = gallery.items("cifar10")[3][0]
 FRAMEWORK = ("pydantic", "object at 0x", "Traceback", "validation error", "Error:", "didn't receive")
@@ -61,9 +62,20 @@ def uploaded(url: str) -> dict:
     return {"path": r.json()[0], "meta": {"_type": "gradio.FileData"}}
 
 
-EXPLAIN = lambda image, **kw: [image, kw.get("model", "cifar10"), "mean", 0.0, "predicted class",  # noqa: E731
-                               kw.get("layer", 6), kw.get("head", 1), kw.get("patch", -1), 0.6, True, False,
-                               "gradient rollout"]
+EXPLAIN = lambda image, **kw: [
+    image,
+    kw.get("model", "cifar10"),
+    "mean",
+    0.0,
+    "predicted class",  # noqa: E731
+    kw.get("layer", 6),
+    kw.get("head", 1),
+    kw.get("patch", -1),
+    0.6,
+    True,
+    False,
+    "gradient rollout",
+]
 
 
 def test_malformed_calls_get_sentences(app):
@@ -97,14 +109,19 @@ def test_an_unknown_parameter_gets_a_sentence(app):
 def test_values_out_of_range_are_told_this_models_range(app):
     _, url = app
     img = uploaded(url)
-    for patch in (-5, 64, 2 ** 70):  # off the grid: refused, with this model's range
+    for patch in (-5, 64, 2**70):  # off the grid: refused, with this model's range
         msg = error_of(rest(url, "explain", EXPLAIN(img, patch=patch)))
         assert "between -1 and 63" in msg and "1e+09" not in msg and "e+" not in msg, msg
-    cases = [(dict(layer=2 ** 70), "Layer 1180591620717411303424 is not in this model, which has layers 1 to 6: "
-                                   "layer 6 is shown"),
-             (dict(layer=0), "layers 1 to 6: layer 1 is shown"), (dict(layer=999), "layer 6 is shown"),
-             (dict(head=-3), "Head -3 is not in this model, which has heads 1 to 6: head 1 is shown"),
-             (dict(model="mnist", layer=6), "layers 1 to 4: layer 4 is shown")]
+    cases = [
+        (
+            dict(layer=2**70),
+            "Layer 1180591620717411303424 is not in this model, which has layers 1 to 6: layer 6 is shown",
+        ),
+        (dict(layer=0), "layers 1 to 6: layer 1 is shown"),
+        (dict(layer=999), "layer 6 is shown"),
+        (dict(head=-3), "Head -3 is not in this model, which has heads 1 to 6: head 1 is shown"),
+        (dict(model="mnist", layer=6), "layers 1 to 4: layer 4 is shown"),
+    ]
     for kw, want in cases:  # a layer or head past this model's: the nearest is drawn, and the reply says so
         text = rest(url, "explain", EXPLAIN(img, **kw))
         assert want in text and not error_of(text), (kw, text[-400:])
@@ -178,16 +195,12 @@ def test_closing_the_app_removes_its_cached_files():
     assert not any(os.path.exists(p) for p in files)
 
 
-
-
-
 def test_the_app_removes_what_it_wrote_when_it_is_stopped(tmp_path):
     """`python app.py`, one call, then SIGTERM (how a Space stops an app): Gradio's cached copies and the app's
     own folders are gone."""
     import signal
 
     from gradio_client import handle_file
-
     from helpers import serve_app
 
     cache, work = tmp_path / "gradio", tmp_path / "work"

@@ -1,12 +1,18 @@
 """The Take patches away tab, the class-map methods in Explore and Compare, and the randomised models."""
+
 import gradio as gr
 import numpy as np
 import pytest
 import torch
 
-from vitviz import gallery, methods, removal
-from vitviz.app import compare, explore, limits, models, removal_tab
-from vitviz.data import pixels_to_tensor
+from vitviz.app import compare_tab as compare
+from vitviz.app import explore_tab as explore
+from vitviz.app import limits, removal_tab
+from vitviz.app import menu as models
+from vitviz.data import gallery
+from vitviz.data.datasets import pixels_to_tensor
+from vitviz.explain import methods
+from vitviz.pictures import removal
 
 EXAMPLE = {"path": gallery.items("cifar10")[3][0]}
 
@@ -61,23 +67,26 @@ def test_a_model_over_the_budget_gets_cheap_maps_and_a_sentence(monkeypatch):
     assert "occlusion" not in s.maps and not s.curves and len(v.hidden) == 3
     with pytest.raises(gr.Error, match="VITVIZ_MAX_MAP_GFLOP"):
         removal_tab.view(EXAMPLE, "cifar10", "occlusion", 3, models.Visitor())
-    out = explore.explain_page(EXAMPLE, "cifar10", "mean", 0.0, "predicted class", 6, 1, -1, 0.6, True, False,
-                               "occlusion", models.Visitor())
+    out = explore.explain_page(
+        EXAMPLE, "cifar10", "mean", 0.0, "predicted class", 6, 1, -1, 0.6, True, False, "occlusion", models.Visitor()
+    )
     assert "VITVIZ_MAX_MAP_GFLOP" in out[-2]  # said beside the method and class menus
     left = compare.compare(EXAMPLE, "cifar10", "mnist", method="occlusion")
     assert "VITVIZ_MAX_MAP_GFLOP" in left[-2] and left[0] is None  # Compare says it under that side's menu
 
 
 def test_vit_b_16_occlusion_is_over_the_default_budget():
-    from vitviz.tv_vit import config_of
     from torchvision.models import vit_b_16
+
+    from vitviz.models.tv_vit import config_of
 
     cfg = config_of(vit_b_16(weights=None))
     gflop = methods.forward_gflop(cfg)
     assert 30 < gflop < 40  # ViT-B/16 is about 17.6 GMAC a 224x224 image
     assert limits.map_cost_note("Occlusion", 197, 197 * gflop)
-    assert not limits.map_cost_note("Occlusion", 65, 65 * methods.forward_gflop(
-        models.resolve_model("cifar10").card.config))
+    assert not limits.map_cost_note(
+        "Occlusion", 65, 65 * methods.forward_gflop(models.resolve_model("cifar10").card.config)
+    )
 
 
 def test_each_class_map_method_draws_its_own_map():
@@ -104,9 +113,13 @@ def test_the_randomised_models_are_the_shipped_one_with_random_weights():
     for (k, a), b in zip(real.module.state_dict().items(), head.module.state_dict().values()):
         if not k.startswith("head."):
             assert torch.equal(a, b), k
-    assert all(not torch.equal(a, b) for k, a, b in zip(real.module.state_dict(), real.module.state_dict().values(),
-                                                        every.module.state_dict().values()) if k.endswith("weight")
-               and "norm" not in k)
+    assert all(
+        not torch.equal(a, b)
+        for k, a, b in zip(
+            real.module.state_dict(), real.module.state_dict().values(), every.module.state_dict().values()
+        )
+        if k.endswith("weight") and "norm" not in k
+    )
     x = pixels_to_tensor(np.zeros((32, 32, 3), np.uint8) + 100, real.card.mean, real.card.std)
     r1 = methods.relevance(real, x, "attention rollout")
     torch.testing.assert_close(r1, methods.relevance(head, x, "attention rollout"))

@@ -1,11 +1,16 @@
 """The pictures: sizes follow the model's geometry, colours come from the map's values, layouts invert."""
+
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from vitviz import pictures, gallery, render as R, views
-from vitviz.hub import load_model
+from vitviz.data import gallery
+from vitviz.models.hub import load_model
+from vitviz.pictures import draw as R
+from vitviz.pictures import explanation as views
+from vitviz.pictures import explore as pictures
+from vitviz.pictures import input_view
 
 
 def test_overlay_size_and_colour_range():
@@ -36,7 +41,7 @@ def test_pos_tiles_layout_inverts():
         x, y = pad + c * (size + pad) + size // 2, pad + r * (size + pad) + size // 2
         assert R.pos_tile_at(x, y, g, size, pad) == k
         # the tile's own position is its brightest pixel (similarity 1 on a -1..1 scale)
-        cell = img[y - size // 2:y + size // 2, x - size // 2:x + size // 2]
+        cell = img[y - size // 2 : y + size // 2, x - size // 2 : x + size // 2]
         assert (cell.reshape(-1, 3) == R.colour_table("viridis")[255]).all(1).any()
     assert R.pos_tile_at(-5, 10_000, g, size, pad) == (g - 1) * g  # off the edge: the nearest tile
 
@@ -52,8 +57,8 @@ def test_explore_pictures_follow_the_model(name):
     v, fresh = pictures.render_explore(model, ex, pictures.Options(patch=cfg.num_patches - 1))
     S = views.display_size(cfg)
     assert S % cfg.image_size == 0 and abs(S - 256) <= cfg.image_size / 2 and S >= 32 * cfg.grid_size
-    M = pictures.main_size(cfg)
-    assert v.sees.shape[0] == M and v.sees.shape[1] == pictures.cls_box(M, cfg.grid_size)[2] + 4
+    M = input_view.main_size(cfg)
+    assert v.sees.shape[0] == M and v.sees.shape[1] == input_view.cls_box(M, cfg.grid_size)[2] + 4
     for pic in ("rollout", "class_map", "head_large"):  # the map, a title above it, a colour bar under it
         h, w = getattr(v, pic).shape[:2]
         assert w == M and h > M + 40, pic
@@ -67,7 +72,7 @@ def test_explore_pictures_follow_the_model(name):
 
 
 def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
-    from vitviz import panels
+    from vitviz.pictures import panels
 
     img = np.zeros((64, 64, 3), np.uint8)
     scale = panels.Scale("attention weight", 0.0123, 0.4567)
@@ -76,8 +81,12 @@ def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
     assert p.shape[0] > 64 + 30  # a title above, a bar under
     # the bar's gradient runs through the colour map from its low end to its high end
     lut = R.colour_table("inferno")
-    rows = [r for r in range(p.shape[0]) if (np.abs(p[r].astype(int) - lut[250]).sum(-1) < 30).any()
-            and (np.abs(p[r].astype(int) - lut[5]).sum(-1) < 30).any()]
+    rows = [
+        r
+        for r in range(p.shape[0])
+        if (np.abs(p[r].astype(int) - lut[250]).sum(-1) < 30).any()
+        and (np.abs(p[r].astype(int) - lut[5]).sum(-1) < 30).any()
+    ]
     assert rows, "no colour bar found"
     assert panels.Scale("x", 0.0123, 0.4567).ticks() == ["0.0123", "0.234", "0.457"]
     assert panels.Scale("x", 0, 1, relative=True).ticks()[::2] == ["lowest", "highest"]
@@ -85,7 +94,7 @@ def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
 
 
 def test_an_untrained_head_gets_a_sentence_not_a_blank_map(tiny_model):
-    from vitviz import pictures
+    from vitviz.pictures import explore as pictures
 
     torch.nn.init.zeros_(tiny_model.head.weight)
     torch.nn.init.zeros_(tiny_model.head.bias)
@@ -99,16 +108,15 @@ def test_an_untrained_head_gets_a_sentence_not_a_blank_map(tiny_model):
 
 
 def test_a_click_on_the_input_picks_the_patch_under_it_or_cls():
-    from vitviz import pictures
-    from vitviz.model import make_config
+    from vitviz.models.vit import make_config
 
     cfg = make_config("tiny")
-    S, g = pictures.main_size(cfg), cfg.grid_size
-    pic = pictures.sees_picture(np.zeros((cfg.image_size,) * 2 + (3,), np.uint8), g, S, patch=None)
-    x0, y0, x1, y1 = pictures.cls_box(S, g)
-    assert pic.shape[1] >= x1 and (pic[y0 + 3:y1 - 3, x0 + 3:x1 - 3] != 255).any()  # the CLS tile is drawn there
+    S, g = input_view.main_size(cfg), cfg.grid_size
+    pic = input_view.sees_picture(np.zeros((cfg.image_size,) * 2 + (3,), np.uint8), g, S, patch=None)
+    x0, y0, x1, y1 = input_view.cls_box(S, g)
+    assert pic.shape[1] >= x1 and (pic[y0 + 3 : y1 - 3, x0 + 3 : x1 - 3] != 255).any()  # the CLS tile is drawn there
     step = S / g
     for k in (0, g + 3, g * g - 1):
         r, c = divmod(k, g)
-        assert pictures.click_to_token((c + 0.5) * step, (r + 0.5) * step, cfg) == k
-    assert pictures.click_to_token((x0 + x1) / 2, (y0 + y1) / 2, cfg) == -1
+        assert input_view.click_to_token((c + 0.5) * step, (r + 0.5) * step, cfg) == k
+    assert input_view.click_to_token((x0 + x1) / 2, (y0 + y1) / 2, cfg) == -1

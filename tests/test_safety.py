@@ -1,4 +1,5 @@
 """A public app: no visitor can take, fill or crash the shared machine. Small limits, real requests."""
+
 import gc
 import json
 import os
@@ -7,12 +8,15 @@ import time
 
 import httpx
 import pytest
+from helpers import EXAMPLE, FakeRequest, free_port
 
-from test_app import EXAMPLE, FakeRequest, free_port
-from vitviz import live, scratch
-from vitviz.app import build_demo, explore, launch, limits, models, train_tab
-from vitviz.model import ViT
-from vitviz.train_config import TrainConfig
+from vitviz.app import build_demo, choices, launch, limits, train_tab
+from vitviz.app import explore_tab as explore
+from vitviz.app import menu as models
+from vitviz.models.vit import ViT
+from vitviz.runtime import scratch
+from vitviz.training import live
+from vitviz.training.config import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("small_data")
 TINY = dict(width=32, heads=2, depth=1, batch_size=16)
@@ -35,17 +39,26 @@ def test_a_run_that_does_not_fit_in_memory_is_refused_before_it_starts(monkeypat
     monkeypatch.setenv("VITVIZ_TRAIN_MEMORY_GB", "2")
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(gr.Error, match=r"about \d+\.\d GB.*batch of \d+ would fit"):
-        next(train_tab.train_run(dataset="cifar10", width=512, depth=12, heads=16, patch=4, batch_size=2048,
-                                 request=FakeRequest("big")))
+        next(
+            train_tab.train_run(
+                dataset="cifar10", width=512, depth=12, heads=16, patch=4, batch_size=2048, request=FakeRequest("big")
+            )
+        )
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB: nothing was allocated
 
 
 def test_memory_estimate_covers_what_a_step_uses():
     # peaks (growth over the idle process) of two training steps on this project's 2-core machine, in GB,
     # measured by benchmarks/train_memory.py: (width, depth, heads, batch, patch) -> GB
-    measured = {(64, 4, 4, 256, 4): 0.50, (192, 6, 6, 128, 4): 0.82, (256, 4, 4, 512, 4): 1.84,
-                (512, 12, 16, 64, 4): 2.03, (384, 8, 8, 256, 4): 3.52, (512, 12, 16, 256, 4): 5.24,
-                (128, 4, 4, 1024, 2): 6.63}
+    measured = {
+        (64, 4, 4, 256, 4): 0.50,
+        (192, 6, 6, 128, 4): 0.82,
+        (256, 4, 4, 512, 4): 1.84,
+        (512, 12, 16, 64, 4): 2.03,
+        (384, 8, 8, 256, 4): 3.52,
+        (512, 12, 16, 256, 4): 5.24,
+        (128, 4, 4, 1024, 2): 6.63,
+    }
     for (w, d, h, bs, p), gb in measured.items():
         est = TrainConfig(preset="tiny", embed_dim=w, depth=d, num_heads=h, batch_size=bs, patch_size=p)
         assert gb <= est.peak_memory_gb() <= 2.5 * gb + 0.5, (w, d, h, bs, p)
@@ -186,11 +199,32 @@ def test_ten_visitors_leave_nothing_behind(app):
 
 BAD = {  # (endpoint, arguments): strings, huge integers, zero and negative sizes, wrong types (JSON has no
     # infinities or NaNs, so gradio_client cannot send them: plain REST does, below)
-    "explain": [dict(layer="abc"), dict(head="1e999"), dict(patch=2**70), dict(patch=1e300), dict(patch=64),
-                dict(discard="x"), dict(alpha=-5), dict(fusion=3), dict(target=[1, 2]), dict(model_key="../../x")],
-    "train": [dict(patch=0), dict(patch=-4), dict(seed=2**70), dict(depth="abc"), dict(width="inf"),
-              dict(batch_size=0), dict(batch_size=-8), dict(epochs=0), dict(lr="nan"), dict(subset=-1),
-              dict(time_budget=-1), dict(heads=0)],
+    "explain": [
+        dict(layer="abc"),
+        dict(head="1e999"),
+        dict(patch=2**70),
+        dict(patch=1e300),
+        dict(patch=64),
+        dict(discard="x"),
+        dict(alpha=-5),
+        dict(fusion=3),
+        dict(target=[1, 2]),
+        dict(model_key="../../x"),
+    ],
+    "train": [
+        dict(patch=0),
+        dict(patch=-4),
+        dict(seed=2**70),
+        dict(depth="abc"),
+        dict(width="inf"),
+        dict(batch_size=0),
+        dict(batch_size=-8),
+        dict(epochs=0),
+        dict(lr="nan"),
+        dict(subset=-1),
+        dict(time_budget=-1),
+        dict(heads=0),
+    ],
 }
 RAW_MESSAGES = ("Traceback", "invalid literal", "convert", "Overflow", "modulo", "NoneType", "object has no")
 
@@ -214,8 +248,12 @@ def test_every_strange_value_gets_a_sentence_through_the_client(app):
 
 def call_raw(app, endpoint, data: str) -> str:
     """POST a hand-written JSON body (which may hold Infinity or NaN) and read the whole answer."""
-    r = httpx.post(app + f"gradio_api/call/{endpoint}", content='{"data": %s}' % data,
-                   headers={"content-type": "application/json"}, timeout=30)
+    r = httpx.post(
+        app + f"gradio_api/call/{endpoint}",
+        content='{"data": %s}' % data,
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
     if r.status_code != 200:  # refused at the door: still a sentence, never a trace
         return "event: error\ndata: " + r.text
     with httpx.stream("GET", app + f"gradio_api/call/{endpoint}/{r.json()['event_id']}", timeout=60) as s:
@@ -242,7 +280,7 @@ def test_every_strange_value_gets_a_sentence_through_plain_rest(app):
                 assert "Finished" in text, (raw, slot, text)
             assert not any(w in text for w in RAW_MESSAGES), (raw, slot, text)
     assert httpx.get(app + "gradio_api/info").status_code == 200  # still up
-    assert "event: complete" in call_raw(app, "predict", "[%s, \"cifar10\"]" % image)
+    assert "event: complete" in call_raw(app, "predict", '[%s, "cifar10"]' % image)
 
 
 def test_gradio_cache_is_cleared_on_a_schedule(monkeypatch):
@@ -252,10 +290,10 @@ def test_gradio_cache_is_cleared_on_a_schedule(monkeypatch):
 
 
 def test_a_first_vit_b_16_load_shows_progress_and_where_its_weights_go(monkeypatch):
-    from vitviz.tv_vit import weights_folder
+    from vitviz.models.tv_vit import weights_folder
 
     shown, infos = [], []
-    from vitviz.hub import load_model
+    from vitviz.models.hub import load_model
 
     def loader(key):
         if key == "vit_b_16":
@@ -265,21 +303,21 @@ def test_a_first_vit_b_16_load_shows_progress_and_where_its_weights_go(monkeypat
     monkeypatch.setattr(models, "MODELS", models.SharedModels(loader))
     monkeypatch.setattr(explore.gr, "Info", lambda msg: infos.append(msg))
     monkeypatch.setattr(explore.gr, "Warning", lambda msg: infos.append(msg))
-    out = explore.controls_for("vit_b_16", None, progress=lambda *a, **k: shown.append(k.get("desc", "")))
+    out = choices.controls_for("vit_b_16", None, progress=lambda *a, **k: shown.append(k.get("desc", "")))
     assert shown and "Loading ViT-B/16" in shown[0]
     assert "torchvision's cache" in out[9] and weights_folder() not in out[9]  # where, without a server path
     assert out[0] == "cifar10" and "no internet" in out[9]  # the menu falls back, said beside it
     v = out[8]
-    again = explore.controls_for("cifar10", v, progress=lambda *a, **k: None)  # the menu's own change back
+    again = choices.controls_for("cifar10", v, progress=lambda *a, **k: None)  # the menu's own change back
     assert again[9] == out[9]  # the sentence stays beside the menu ...
-    mnist = explore.controls_for("mnist", v, progress=lambda *a, **k: None)
+    mnist = choices.controls_for("mnist", v, progress=lambda *a, **k: None)
     assert mnist[9] == ""  # ... until the next pick
     assert "knows only 10 classes, at 28x28 px" in mnist[10]["label"]  # what the prediction box can say
 
 
 def test_compare_draws_the_side_that_works_and_says_why_the_other_cannot(monkeypatch):
-    from vitviz.app import compare
-    from vitviz.hub import load_model
+    from vitviz.app import compare_tab as compare
+    from vitviz.models.hub import load_model
 
     def loader(key):
         if key == "vit_b_16":
@@ -289,7 +327,7 @@ def test_compare_draws_the_side_that_works_and_says_why_the_other_cannot(monkeyp
     monkeypatch.setattr(models, "MODELS", models.SharedModels(loader))
     out = compare.compare({"path": EXAMPLE}, "cifar10", "vit_b_16")
     n = len(compare.SIDE)
-    left, right, note_a, note_b = out[:n], out[n:2 * n], out[-2], out[-1]
+    left, right, note_a, note_b = out[:n], out[n : 2 * n], out[-2], out[-1]
     assert len(left[0]) == 5 and all(p is not None for p in left)  # the working side is drawn as usual
     assert all(p is None for p in right) and "no internet" in note_b and not note_a
     page = compare.compare_page({"path": EXAMPLE}, "cifar10", "mnist", "median", 0.0, None)

@@ -1,5 +1,6 @@
 """The shipped checkpoints: they load with no data set and no internet, they are as good as
 their model cards say, and the weights behind the card are the ones shipped."""
+
 import json
 import socket
 from pathlib import Path
@@ -9,8 +10,8 @@ import torch
 from PIL import Image
 
 import vitviz
-from vitviz import gallery
-from vitviz.hub import SHIPPED
+from vitviz.data import gallery
+from vitviz.models.hub import SHIPPED
 
 # (recorded test accuracy at least, accuracy on the 100 shipped gallery test images at least).
 # The recorded bars are issue 3's: 80% on CIFAR-10, 98.5% on MNIST.
@@ -50,4 +51,3 @@ def test_shipped_model_loads_offline_and_meets_its_bar(name, offline):
     with torch.no_grad():
         acc = (model(x).argmax(1) == truth).float().mean().item()
     assert acc >= gallery_bar, f"{name}: {acc:.0%} on the gallery's test images"
-

@@ -1,13 +1,14 @@
 """`python -m vitviz.space` writes a folder that Spaces accepts: front matter, pins, LFS rules, sizes; it boots."""
+
 import fnmatch
 import time
 
 import gradio
 import pytest
+from helpers import EXAMPLE, serve_app
 
-from helpers import serve_app
-from test_app import EXAMPLE
-from vitviz import space, zerogpu
+from vitviz import space
+from vitviz.runtime import zerogpu
 
 
 def front_matter(readme: str) -> dict:
@@ -48,8 +49,7 @@ def test_front_matter_and_requirements(folder):
 
 def test_every_binary_goes_through_lfs_and_nothing_is_large(folder):
     _, out = folder
-    rules = [line.split()[0] for line in (out / ".gitattributes").read_text().splitlines()
-             if "filter=lfs" in line]
+    rules = [line.split()[0] for line in (out / ".gitattributes").read_text().splitlines() if "filter=lfs" in line]
     files = [p for p in out.rglob("*") if p.is_file()]
     binaries = [p for p in files if b"\0" in p.read_bytes()[:8192] or p.suffix in (".png", ".safetensors")]
     assert len(binaries) >= 200  # the gallery and the checkpoints
@@ -82,8 +82,20 @@ def test_the_cpu_folder_boots_and_answers(folder):
         server.kill()
 
 
-@pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("True", True), ("yes", True), ("", False),
-                                       ("false", False), ("0", False), ("no", False), ("off", False)])
+@pytest.mark.parametrize(
+    "value, on",
+    [
+        ("1", True),
+        ("true", True),
+        ("True", True),
+        ("yes", True),
+        ("", False),
+        ("false", False),
+        ("0", False),
+        ("no", False),
+        ("off", False),
+    ],
+)
 def test_zero_gpu_is_on_only_for_true_values(monkeypatch, value, on):
     monkeypatch.setenv("SPACES_ZERO_GPU", value)
     assert zerogpu.enabled() is on
@@ -91,7 +103,7 @@ def test_zero_gpu_is_on_only_for_true_values(monkeypatch, value, on):
 
 def test_gpu_time_asked_for_is_capped(monkeypatch):
     from vitviz.app import train_tab
-    from vitviz.train_config import TrainConfig
+    from vitviz.training.config import TrainConfig
 
     monkeypatch.setenv("VITVIZ_ZEROGPU_MAX_S", "120")
     assert train_tab.gpu_seconds(TrainConfig(time_budget=30)) == 30 + train_tab.GPU_MARGIN_S
@@ -101,7 +113,7 @@ def test_gpu_time_asked_for_is_capped(monkeypatch):
 def test_a_stop_reaches_a_run_in_another_process():
     import multiprocessing as mp
 
-    from vitviz import live
+    from vitviz.training import live
 
     stop = live.FileStop()
     ctx = mp.get_context("fork")

@@ -1,13 +1,18 @@
 """The Step by step tab's engine: the logit lens against forward hooks, every stage for every kind of model."""
+
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
 import vitviz
-from vitviz import gallery, interpret as I, steps, views
-from vitviz.app import models, steps_tab
-from vitviz.hub import load_model
+from vitviz.app import menu as models
+from vitviz.app import steps_tab
+from vitviz.data import gallery
+from vitviz.explain import interpret as I
+from vitviz.models.hub import load_model
+from vitviz.pictures import explanation as views
+from vitviz.pictures import steps
 
 EXAMPLE = gallery.items("cifar10")[3][0]
 
@@ -15,8 +20,10 @@ EXAMPLE = gallery.items("cifar10")[3][0]
 def lens_by_hooks(model, blocks, norm, head, x):
     """The logit lens written out: hooks on the blocks keep each output's CLS token, then norm, head, softmax."""
     kept = []
-    handles = [b.register_forward_hook(lambda m, a, out: kept.append((out[0] if isinstance(out, tuple) else out)[:, 0]))
-               for b in blocks]
+    handles = [
+        b.register_forward_hook(lambda m, a, out: kept.append((out[0] if isinstance(out, tuple) else out)[:, 0]))
+        for b in blocks
+    ]
     with torch.no_grad():
         model.eval()
         logits = model(x)
@@ -71,7 +78,7 @@ def test_walk_tensors_are_the_stages_of_the_forward_pass():
 @pytest.mark.parametrize("name", ["cifar10", "mnist", "vit_b_16"])
 def test_every_stage_renders_and_names_the_models_numbers(name, vit):
     model = vit if name == "vit_b_16" else load_model(name)
-    cfg = vitviz.card.card_of(model).config
+    cfg = vitviz.models.card.card_of(model).config
     pixels = views.image_to_pixels(model, Image.open(gallery.items("mnist" if name == "mnist" else "cifar10")[0][0]))
     w = steps.walk_image(model, pixels)
     view, fresh = steps.render_steps(model, w, block=cfg.depth, patch=cfg.num_patches - 1)
@@ -79,8 +86,10 @@ def test_every_stage_renders_and_names_the_models_numbers(name, vit):
     for n, _ in steps_tab.STAGES:
         pic = getattr(view, n)
         assert isinstance(pic, np.ndarray) and pic.ndim == 3 and pic.shape[2] == 3 and pic.shape[0] > 50, n
-    assert f"{cfg.num_patches} x {cfg.patch_size ** 2 * cfg.in_chans} -> {cfg.num_patches} x {cfg.embed_dim}" in \
-        view.embedding_text
+    assert (
+        f"{cfg.num_patches} x {cfg.patch_size**2 * cfg.in_chans} -> {cfg.num_patches} x {cfg.embed_dim}"
+        in view.embedding_text
+    )
     assert f"{cfg.grid_size}x{cfg.grid_size} grid" in view.input_text and f"{cfg.depth} blocks" in view.block_text
     # another block redraws that stage alone
     cache = steps.PictureCache()
@@ -90,8 +99,16 @@ def test_every_stage_renders_and_names_the_models_numbers(name, vit):
 
 
 def test_the_lens_sentence_says_where_the_prediction_locks_in():
-    w = steps.Walk(None, None, None, None, None, None,
-                   torch.tensor([[0.6, 0.4], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8], [0.1, 0.9]]), torch.tensor([0., 1.]))
+    w = steps.Walk(
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        torch.tensor([[0.6, 0.4], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8], [0.1, 0.9]]),
+        torch.tensor([0.0, 1.0]),
+    )
     assert steps.locks_in(w.lens) == 4
 
 
@@ -107,7 +124,7 @@ def test_the_steps_handler_and_its_errors():
 def test_the_tab_follows_the_image_only_while_it_is_open():
     v = models.Visitor()
     closed = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, v)
-    assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in closed[:len(steps.STEP_NAMES)])
+    assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in closed[: len(steps.STEP_NAMES)])
     opened = steps_tab.open_tab({"path": EXAMPLE}, "cifar10", 1, -1, v)
     assert isinstance(opened[0], str) and v.looking == "steps"  # drawn: a picture file
     other = gallery.items("cifar10")[5][0]
@@ -116,13 +133,13 @@ def test_the_tab_follows_the_image_only_while_it_is_open():
     models.look_at("explore")(v)
     assert v.looking == "explore"
     left = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, v)  # another tab is looked at: nothing sent
-    assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in left[:len(steps.STEP_NAMES)])
+    assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in left[: len(steps.STEP_NAMES)])
 
 
 def test_the_explore_view_draws_the_same_logit_lens_from_its_own_forward_pass():
     model = load_model("cifar10")
     pixels = views.image_to_pixels(model, Image.open(EXAMPLE))
     ex = views.analyse(model, pixels)
-    x = vitviz.data.pixels_to_tensor(pixels, model.card.mean, model.card.std)
+    x = vitviz.data.datasets.pixels_to_tensor(pixels, model.card.mean, model.card.std)
     torch.testing.assert_close(ex.lens, I.logit_lens(model, x)[0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(ex.lens[-1], ex.probs, atol=1e-5, rtol=1e-4)

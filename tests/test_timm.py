@@ -1,6 +1,7 @@
 """timm's ViTs through vitviz, offline, with random weights: every family's logits, attention and token layout
 against timm's own, the pretrained path through a Hugging Face cache this test writes, and the sentences for
 what cannot be had."""
+
 import copy
 import json
 import os
@@ -10,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import write_hub_cache
 
 import vitviz
-from vitviz import interpret as I
-from vitviz import methods
-from helpers import write_hub_cache
-from vitviz.timm_vit import TimmError
+from vitviz.explain import interpret as I
+from vitviz.explain import methods
+from vitviz.models.timm_vit import TimmError
 
 timm = pytest.importorskip("timm")
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +103,7 @@ def test_the_readme_functions_run_on_every_family(family):
 def tiny_timm_vit(**kw):
     from timm.models.vision_transformer import VisionTransformer
 
-    from vitviz.timm_vit import read_attention_here
+    from vitviz.models.timm_vit import read_attention_here
 
     torch.manual_seed(0)
     m = VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=10, **kw).eval()
@@ -111,7 +112,7 @@ def tiny_timm_vit(**kw):
 
 
 def test_the_sanity_checks_and_curves_on_timm_models():
-    from vitviz import sanity
+    from vitviz.explain import sanity
 
     deit = vitviz.load_model("timm/deit_tiny_patch16_224.fb_in1k", pretrained=False)
     dino = vitviz.load_model("timm/vit_small_patch16_224.dino", pretrained=False)
@@ -122,22 +123,29 @@ def test_the_sanity_checks_and_curves_on_timm_models():
             for p in m.module.parameters():
                 p.add_(0.1)
         r = sanity.randomised(m, "all")
-        unchanged = [k for (k, a), b in zip(m.module.state_dict().items(), r.module.state_dict().values())
-                     if torch.equal(a, b)]
+        unchanged = [
+            k for (k, a), b in zip(m.module.state_dict().items(), r.module.state_dict().values()) if torch.equal(a, b)
+        ]
         assert unchanged == [], unchanged  # every tensor, registers and layer scales included
     comps, var = I.patch_embed_components(deit, 8)
     assert comps.shape == (8, 3, 16, 16) and float(var.sum()) <= 1 + 1e-5
 
 
 def test_occlusion_and_gradient_rollout_against_hand_computations_on_a_small_timm_vit():
-    from vitviz.card import ModelCard, describe
-    from vitviz.timm_vit import config_of
+    from vitviz.models.card import ModelCard, describe
+    from vitviz.models.timm_vit import config_of
 
     m = tiny_timm_vit(reg_tokens=2)
-    describe(m, ModelCard(config=config_of(m), classes=tuple("abcdefghij"), mean=(0.5,) * 3, std=(0.5,) * 3,
-                          kind="timm"))
-    m.card = ModelCard(config=type(m.card.config)(**{**m.card.config.to_dict(), "image_size": 32}),
-                       classes=m.card.classes, mean=m.card.mean, std=m.card.std, kind="timm")
+    describe(
+        m, ModelCard(config=config_of(m), classes=tuple("abcdefghij"), mean=(0.5,) * 3, std=(0.5,) * 3, kind="timm")
+    )
+    m.card = ModelCard(
+        config=type(m.card.config)(**{**m.card.config.to_dict(), "image_size": 32}),
+        classes=m.card.classes,
+        mean=m.card.mean,
+        std=m.card.std,
+        kind="timm",
+    )
     x = torch.randn(1, 3, 32, 32)
     occ = I.occlusion(m, x, bf16=False)
     with torch.no_grad():
@@ -163,8 +171,13 @@ print(json.dumps({"kind": m.card.kind, "classes": len(m.card.classes), "name": m
 def test_pretrained_weights_come_from_the_hub_cache_offline(tmp_path, name):
     sd = write_hub_cache(tmp_path / "hub", name)
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", LOAD, name, str(tmp_path / "sd.pt")], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD, name, str(tmp_path / "sd.pt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["kind"] == "timm" and "untrained" not in info["name"]
@@ -194,8 +207,10 @@ def test_what_cannot_be_had_gets_a_sentence(tmp_path, monkeypatch):
     with pytest.raises(TimmError, match="timm knows no model called 'not_a_model_at_all'"):
         vitviz.load_model("timm/not_a_model_at_all", pretrained=False)
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "empty"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    code = ("import vitviz\ntry:\n    vitviz.load_model('timm/deit_tiny_patch16_224.fb_in1k')\n"
-            "except ValueError as e:\n    print(e)")
+    code = (
+        "import vitviz\ntry:\n    vitviz.load_model('timm/deit_tiny_patch16_224.fb_in1k')\n"
+        "except ValueError as e:\n    print(e)"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert "need internet once" in out.stdout and "Hugging Face cache" in out.stdout, out.stdout + out.stderr[-1500:]
     assert str(tmp_path) not in out.stdout  # no server path
@@ -206,8 +221,10 @@ def test_the_app_serves_deit_from_the_hub_cache(tmp_path, monkeypatch, small_dat
     it is on the machine, and Explore, Step by step and the Model tab draw it."""
     import huggingface_hub.constants as hf
 
-    from vitviz import gallery
-    from vitviz.app import explore, model_tab, models, steps_tab
+    from vitviz.app import explore_tab as explore
+    from vitviz.app import menu as models
+    from vitviz.app import model_tab, steps_tab
+    from vitviz.data import gallery
 
     key = "timm/deit_small_patch16_224.fb_in1k"
     monkeypatch.setattr(hf, "HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -231,8 +248,11 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     import numpy as np
     from PIL import Image
 
-    from vitviz import gallery
-    from vitviz.app import compare, explore, model_tab, models, removal_tab, steps_tab
+    from vitviz.app import choices, model_tab, removal_tab, steps_tab
+    from vitviz.app import compare_tab as compare
+    from vitviz.app import explore_tab as explore
+    from vitviz.app import menu as models
+    from vitviz.data import gallery
 
     reg, typed = "timm/vit_small_patch14_reg4_dinov2.lvd142m", "deit_tiny_distilled_patch16_224.fb_in1k"
     monkeypatch.setattr(hf, "HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -246,7 +266,7 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     sim = np.asarray(Image.open(out[names.index("class_map")]))
     assert sim.shape[0] > 224  # the similarity map with its title and colour bar
     assert "knows" not in models.model_choices()[0][0]
-    controls = explore.controls_for(reg, models.Visitor(), progress=lambda *a, **k: None)
+    controls = choices.controls_for(reg, models.Visitor(), progress=lambda *a, **k: None)
     assert "no classifier" in controls[10]["label"] and controls[9] == ""
     steps = steps_tab.steps_api(image, reg, 12, 5)
     assert "no classifier" in steps[steps_tab.steps.STEP_NAMES.index("head_text")]
@@ -263,14 +283,19 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
         explore.explain(image, "no_such_vit_anywhere")
     with pytest.raises(gr.Error, match="not a Vision Transformer"):
         explore.explain(image, "resnet18")
-    page = explore.controls_for("resnet18", models.Visitor(), progress=lambda *a, **k: None)
+    page = choices.controls_for("resnet18", models.Visitor(), progress=lambda *a, **k: None)
     assert page[0] == "cifar10" and "not a Vision Transformer" in page[9]  # said beside the menu, which goes back
     assert "ResNet" in page[9] and "Error" not in page[9] and "/" not in page[9].split("(")[0]
 
 
 def test_the_registers_benchmark_runs_on_random_weights():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "registers.py"), "--random", "--images", "2"],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "registers.py"), "--random", "--images", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [line for line in out.stdout.splitlines() if "dinov2" in line]
     assert len(rows) == 2 and all(" | 2 | " in r for r in rows)
@@ -281,26 +306,39 @@ def test_a_register_is_a_token_to_select(monkeypatch):
     -1 (CLS) to -K; the row drawn is that token's own, and a number past them gets this model's range."""
     import gradio as gr
 
-    from vitviz import gallery, pictures, views
-    from vitviz.app import explore, models
-    from vitviz.card import ModelCard, describe
-    from vitviz.loaded import loaded
-    from vitviz.timm_vit import config_of
+    from vitviz.app import choices
+    from vitviz.app import explore_tab as explore
+    from vitviz.app import menu as models
+    from vitviz.data import gallery
+    from vitviz.models.card import ModelCard, describe
+    from vitviz.models.loaded import loaded
+    from vitviz.models.timm_vit import config_of
+    from vitviz.pictures import explanation as views
+    from vitviz.pictures import explore as pictures
 
     m = tiny_timm_vit(reg_tokens=2)
-    describe(m, ModelCard(config=config_of(m), classes=tuple("abcdefghij"), mean=(0.5,) * 3, std=(0.5,) * 3,
-                          kind="timm", name="tiny with registers"))
+    describe(
+        m,
+        ModelCard(
+            config=config_of(m),
+            classes=tuple("abcdefghij"),
+            mean=(0.5,) * 3,
+            std=(0.5,) * 3,
+            kind="timm",
+            name="tiny with registers",
+        ),
+    )
     monkeypatch.setattr(models, "MODELS", models.SharedModels())
     models.MODELS._models["timm/tiny_reg"] = r = loaded(m)
     assert r.layout.prefix == ("CLS", "register 1", "register 2")
     image = {"path": gallery.items("cifar10")[3][0]}
     out = explore.explain(image, "timm/tiny_reg", patch=-3, layer=2, head=2)
     assert "selected token: **register 2**" in out[-1]
-    number, menu = explore.controls_for("timm/tiny_reg", models.Visitor(), progress=lambda *a, **k: None)[5:7]
+    number, menu = choices.controls_for("timm/tiny_reg", models.Visitor(), progress=lambda *a, **k: None)[5:7]
     assert "-2 to -3 registers 1 to 2" in number["label"] and menu["visible"] and menu["choices"][2] == "register 2"
-    assert explore.pick_prefix("register 2", "timm/tiny_reg", None) == -3
-    assert explore.prefix_shown(-3, "timm/tiny_reg", None)["value"] == "register 2"
-    assert explore.prefix_shown(7, "timm/tiny_reg", None)["value"] is None
+    assert choices.pick_prefix("register 2", "timm/tiny_reg", None) == -3
+    assert choices.prefix_shown(-3, "timm/tiny_reg", None)["value"] == "register 2"
+    assert choices.prefix_shown(7, "timm/tiny_reg", None)["value"] is None
     with pytest.raises(gr.Error, match=r"between -3 and 15 \(patches 0 to 15, -1 CLS, -2 to -3 registers 1 to 2\)"):
         explore.explain(image, "timm/tiny_reg", patch=-4)
 

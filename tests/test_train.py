@@ -5,10 +5,10 @@ import threading
 
 import pytest
 import torch
-
 from helpers import synthetic_cifar
-from vitviz import checkpoint
-from vitviz.train import TrainConfig, train
+
+from vitviz.models import checkpoint
+from vitviz.training.loop import TrainConfig, train
 
 TINY = dict(preset="tiny", embed_dim=32, depth=2, num_heads=2, batch_size=32, log_every=1, val_size=0)
 
@@ -59,7 +59,7 @@ def test_stop_keeps_what_it_learned(tmp_path):
 
 
 def test_nan_loss_stops_with_a_clear_message(monkeypatch):
-    import vitviz.train as T
+    import vitviz.training.loop as T
 
     step = T.train_step
 
@@ -101,16 +101,31 @@ def test_resume_refuses_a_different_model(tmp_path):
 def test_cli_help_and_bad_data():
     r = subprocess.run([sys.executable, "-m", "vitviz.train", "--help"], capture_output=True, text=True)
     assert r.returncode == 0
-    for flag in ("--preset", "--dataset", "--epochs", "--batch-size", "--lr", "--weight-decay", "--warmup",
-                 "--label-smoothing", "--seed", "--data", "--out", "--resume"):
+    for flag in (
+        "--preset",
+        "--dataset",
+        "--epochs",
+        "--batch-size",
+        "--lr",
+        "--weight-decay",
+        "--warmup",
+        "--label-smoothing",
+        "--seed",
+        "--data",
+        "--out",
+        "--resume",
+    ):
         assert flag in r.stdout
-    r = subprocess.run([sys.executable, "-m", "vitviz.train", "--data", "/nonexistent/place", "--epochs", "1"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "vitviz.train", "--data", "/nonexistent/place", "--epochs", "1"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 1 and "error:" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_cli_trains_on_a_zip_and_evaluate_reports(tmp_path):
-    from test_data import make_zip
+    from helpers import make_zip
 
     z = make_zip(tmp_path / "cifar10-jpeg.zip", n_per_class=4)
     env_cache = {"VITVIZ_CACHE": str(tmp_path / "cache")}
@@ -118,31 +133,65 @@ def test_cli_trains_on_a_zip_and_evaluate_reports(tmp_path):
 
     env = {**os.environ, **env_cache}
     out = tmp_path / "run" / "m"
-    r = subprocess.run([sys.executable, "-m", "vitviz.train", "--data", str(z), "--epochs", "1", "--embed-dim", "32",
-                        "--depth", "1", "--num-heads", "2", "--batch-size", "8", "--val-size", "8", "--out", str(out)],
-                       capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vitviz.train",
+            "--data",
+            str(z),
+            "--epochs",
+            "1",
+            "--embed-dim",
+            "32",
+            "--depth",
+            "1",
+            "--num-heads",
+            "2",
+            "--batch-size",
+            "8",
+            "--val-size",
+            "8",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     assert "epoch 1" in r.stderr + r.stdout
-    r = subprocess.run([sys.executable, "-m", "vitviz.evaluate", "--checkpoint", str(out), "--data", str(z)],
-                       capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "vitviz.training.evaluate", "--checkpoint", str(out), "--data", str(z)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     assert "test accuracy" in r.stdout and "/40)" in r.stdout
 
 
 def test_keep_epochs_and_average(tmp_path, capsys, monkeypatch):
-    from vitviz import average
+    from vitviz.training import average
 
     monkeypatch.delenv("VITVIZ_DATA", raising=False)  # no data: the mean gets no validation figure
 
     out = tmp_path / "run" / "model"
     events(TrainConfig(epochs=4, keep_epochs=2, **TINY), out=out)
     kept = sorted(p.name for p in out.parent.glob("model-epoch*"))
-    assert kept == ["model-epoch003.json", "model-epoch003.safetensors", "model-epoch004.json", "model-epoch004.safetensors"]
+    assert kept == [
+        "model-epoch003.json",
+        "model-epoch003.safetensors",
+        "model-epoch004.json",
+        "model-epoch004.safetensors",
+    ]
     a, b = checkpoint.load(out.parent / "model-epoch003"), checkpoint.load(out.parent / "model-epoch004")
     assert torch.equal(b.state_dict()["head.weight"], checkpoint.load(out).state_dict()["head.weight"])
 
     avg = tmp_path / "avg" / "model"
-    assert average.main([str(out.parent / "model-epoch003"), str(out.parent / "model-epoch004"), "--out", str(avg)]) == 0
+    assert (
+        average.main([str(out.parent / "model-epoch003"), str(out.parent / "model-epoch004"), "--out", str(avg)]) == 0
+    )
     m = checkpoint.load(avg)
     for k, v in m.state_dict().items():
         torch.testing.assert_close(v, (a.state_dict()[k] + b.state_dict()[k]) / 2)
@@ -156,13 +205,21 @@ def test_keep_epochs_and_average(tmp_path, capsys, monkeypatch):
 
 
 def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
-    from vitviz import average
+    from vitviz.training import average
 
     out = tmp_path / "run" / "model"
     events(TrainConfig(epochs=2, keep_epochs=2, **{**TINY, "val_size": 24}), out=out)
     avg = tmp_path / "avg"
-    rc = average.main([str(out.parent / "model-epoch001"), str(out.parent / "model-epoch002"),
-                       "--out", str(avg), "--data", str(small_data)])
+    rc = average.main(
+        [
+            str(out.parent / "model-epoch001"),
+            str(out.parent / "model-epoch002"),
+            "--out",
+            str(avg),
+            "--data",
+            str(small_data),
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "validation accuracy" in printed
@@ -171,8 +228,19 @@ def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
 
     # a run that held out nothing gets no (meaningless) validation figure
     events(TrainConfig(epochs=2, keep_epochs=2, **TINY), out=out)
-    assert average.main([str(out.parent / "model-epoch001"), str(out.parent / "model-epoch002"),
-                         "--out", str(avg), "--data", str(small_data)]) == 0
+    assert (
+        average.main(
+            [
+                str(out.parent / "model-epoch001"),
+                str(out.parent / "model-epoch002"),
+                "--out",
+                str(avg),
+                "--data",
+                str(small_data),
+            ]
+        )
+        == 0
+    )
     assert "no validation" in capsys.readouterr().err
     assert "val_acc" not in checkpoint.read_meta(avg)["metrics"]
 
@@ -180,7 +248,8 @@ def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
 def test_live_runs_prune_old_folders(tmp_path):
     import os
 
-    from vitviz.scratch import prune
+    from vitviz.runtime.scratch import prune
+
     RUN_PREFIX = "vitviz-run-"
 
     for i in range(5):
@@ -194,12 +263,17 @@ def test_live_runs_prune_old_folders(tmp_path):
 
 
 def test_quick_validations_come_on_time_and_match_an_evaluation_by_hand():
-    from vitviz.data import Split
-    from vitviz.train import evaluate
+    from vitviz.data.datasets import Split
+    from vitviz.training.loop import evaluate
 
     data = synthetic_cifar(n_train=512, n_val=64)
-    cfg = TrainConfig(epochs=50, time_budget=2.5, quick_val_every_s=0.5, quick_val_images=40,
-                      **{**TINY, "val_size": 64, "snapshot_every": 1})
+    cfg = TrainConfig(
+        epochs=50,
+        time_budget=2.5,
+        quick_val_every_s=0.5,
+        quick_val_images=40,
+        **{**TINY, "val_size": 64, "snapshot_every": 1},
+    )
     seen = []
     for ev in train(cfg, data=data, snapshots=True):
         if ev["event"] == "val":

@@ -1,10 +1,11 @@
 """torchvision's ViT-B/16, randomly initialised (no download), through vitviz's functions."""
+
 import pytest
 import torch
 from PIL import Image
 
 import vitviz
-from vitviz import interpret as I
+from vitviz.explain import interpret as I
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +26,10 @@ def test_metadata(vit):
 
 def test_extracted_attention_matches_q_and_k(vit, x):
     inputs = {}
-    hooks = [blk.ln_1.register_forward_hook(lambda m, a, o, i=i: inputs.__setitem__(i, o.detach()))
-             for i, blk in enumerate(vit.module.encoder.layers)]
+    hooks = [
+        blk.ln_1.register_forward_hook(lambda m, a, o, i=i: inputs.__setitem__(i, o.detach()))
+        for i, blk in enumerate(vit.module.encoder.layers)
+    ]
     try:
         attn = I.attention_maps(vit, x)
     finally:
@@ -39,7 +42,7 @@ def test_extracted_attention_matches_q_and_k(vit, x):
         h = inputs[layer]  # (1, N, D): what the attention saw
         D = h.shape[-1]
         q = h @ mha.in_proj_weight[:D].T + mha.in_proj_bias[:D]
-        k = h @ mha.in_proj_weight[D:2 * D].T + mha.in_proj_bias[D:2 * D]
+        k = h @ mha.in_proj_weight[D : 2 * D].T + mha.in_proj_bias[D : 2 * D]
         q = q.view(1, 197, 12, 64).transpose(1, 2)
         k = k.view(1, 197, 12, 64).transpose(1, 2)
         ref = (q @ k.transpose(-2, -1) / 8.0).softmax(-1)
@@ -89,14 +92,15 @@ def test_legrad_occlusion_and_the_cascade_on_a_torchvision_vit():
     and the sanity cascade; LeGrad against a hand-written per-layer gradient."""
     from torchvision.models.vision_transformer import VisionTransformer
 
-    from vitviz import methods as M
-    from vitviz import sanity
-    from vitviz.card import ModelCard, describe
-    from vitviz.tv_vit import config_of
+    from vitviz.explain import methods as M
+    from vitviz.explain import sanity
+    from vitviz.models.card import ModelCard, describe
+    from vitviz.models.tv_vit import config_of
 
     torch.manual_seed(0)
-    m = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
-                          num_classes=5).eval()
+    m = VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=5
+    ).eval()
     torch.nn.init.normal_(m.heads.head.weight, std=0.5)  # torchvision starts its head at zeros
     describe(m, ModelCard(config=config_of(m), classes=tuple("abcde"), mean=(0.5,) * 3, std=(0.5,) * 3))
     x = torch.randn(2, 3, 32, 32)

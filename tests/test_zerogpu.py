@@ -4,6 +4,7 @@ The app boots in its own process with SPACES_ZERO_GPU=true (so `spaces` patches 
 not this one's); the stand-in answers the device API's calls, records what /schedule is asked for, and
 grants no GPU (503), as a busy ZeroGPU would.
 """
+
 import json
 import os
 import threading
@@ -12,11 +13,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from helpers import EXAMPLE, free_port, serve_app
 
-from vitviz.pictures import OUTPUT_NAMES
-
-from helpers import serve_app
-from test_app import EXAMPLE, free_port
+from vitviz.pictures.explore import OUTPUT_NAMES
 
 pytest.importorskip("spaces")
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,8 +46,14 @@ class DeviceAPI(BaseHTTPRequestHandler):
 def zero_app(small_data):
     api = ThreadingHTTPServer(("127.0.0.1", free_port()), DeviceAPI)
     threading.Thread(target=api.serve_forever, daemon=True).start()
-    server, client = serve_app(ROOT, {"SPACES_ZERO_GPU": "true", "VITVIZ_ZEROGPU_MAX_S": "120",
-                                      "SPACES_ZERO_DEVICE_API_URL": f"http://127.0.0.1:{api.server_address[1]}"})
+    server, client = serve_app(
+        ROOT,
+        {
+            "SPACES_ZERO_GPU": "true",
+            "VITVIZ_ZEROGPU_MAX_S": "120",
+            "SPACES_ZERO_DEVICE_API_URL": f"http://127.0.0.1:{api.server_address[1]}",
+        },
+    )
     yield client
     server.kill()
     api.shutdown()

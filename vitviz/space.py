@@ -9,6 +9,7 @@ and torchvision pair it supports, and `spaces`), and a .gitattributes that route
 through LFS/Xet, as the Hub requires. No file may be over 10 MB. `--push` uploads the folder with
 huggingface_hub (which stores the binaries through LFS/Xet itself); it needs a token and internet.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,14 +31,17 @@ BINARY = (".safetensors", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".npy", ".np
 def _requirements(hardware: str) -> str:
     import gradio
 
-    rest = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
-            if line.strip() and not line.startswith(("torch==", "torchvision==", "gradio", "#"))]
+    rest = [
+        line.strip()
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith(("torch==", "torchvision==", "gradio", "#"))
+    ]
     return "\n".join(HARDWARE[hardware]["pins"] + [f"gradio=={gradio.__version__}"] + rest) + "\n"
 
 
 def preloaded() -> list[str]:
     """The Hub repositories of the model menu's timm entries: a Space downloads them when it is built."""
-    from .app.models import SHARED
+    from vitviz.app.menu import SHARED
 
     return [key for key in SHARED if key.startswith("timm/")]
 
@@ -45,21 +49,39 @@ def preloaded() -> list[str]:
 def _readme(hardware: str) -> str:
     import gradio
 
-    front = {"title": "vitviz", "emoji": "🔍", "colorFrom": "indigo", "colorTo": "yellow", "sdk": "gradio",
-             "sdk_version": gradio.__version__, "app_file": "app.py",
-             "python_version": f'"{HARDWARE[hardware]["python"]}"',  # quoted: YAML would read 3.10 as 3.1
-             "pinned": "false", "license": "mit", "short_description": "See how a Vision Transformer sees"}
+    front = {
+        "title": "vitviz",
+        "emoji": "🔍",
+        "colorFrom": "indigo",
+        "colorTo": "yellow",
+        "sdk": "gradio",
+        "sdk_version": gradio.__version__,
+        "app_file": "app.py",
+        "python_version": f'"{HARDWARE[hardware]["python"]}"',  # quoted: YAML would read 3.10 as 3.1
+        "pinned": "false",
+        "license": "mit",
+        "short_description": "See how a Vision Transformer sees",
+    }
     preload = [f"  - {key} model.safetensors" for key in preloaded()]  # the menu's timm weights, there at boot
-    lines = ["---"] + [f"{k}: {v}" for k, v in front.items()] + ["preload_from_hub:"] * bool(preload) + preload + [
-        "---", ""]
-    where = ("ZeroGPU (a GPU is attached for each training run; set the Space's hardware to ZeroGPU)"
-             if hardware == "zerogpu" else "CPU")
+    lines = (
+        ["---"]
+        + [f"{k}: {v}" for k, v in front.items()]
+        + ["preload_from_hub:"] * bool(preload)
+        + preload
+        + ["---", ""]
+    )
+    where = (
+        "ZeroGPU (a GPU is attached for each training run; set the Space's hardware to ZeroGPU)"
+        if hardware == "zerogpu"
+        else "CPU"
+    )
     return "\n".join(lines) + (
         "# vitviz: see how a Vision Transformer sees\n\n"
         "Upload an image and look inside a ViT: its patch grid, attention for every layer and head and from any "
         "patch you click, attention rollout and gradient rollout; train a small ViT live in the Train tab.\n\n"
         f"This Space runs on {where}. The limits a public app needs (run length, queue, memory, uploads) are "
-        "set by environment variables listed in the project's README.\n")
+        "set by environment variables listed in the project's README.\n"
+    )
 
 
 def _copy_sources(out: Path):
@@ -104,8 +126,11 @@ def write(out: str | Path, hardware: str = "cpu") -> Path:
     (out / "requirements.txt").write_text(_requirements(hardware))
     (out / "README.md").write_text(_readme(hardware))
     (out / ".gitattributes").write_text(_gitattributes(out))
-    big = [f"{p.relative_to(out)} ({p.stat().st_size / 2**20:.1f} MB)" for p in out.rglob("*")
-           if p.is_file() and p.stat().st_size > MAX_FILE_BYTES]
+    big = [
+        f"{p.relative_to(out)} ({p.stat().st_size / 2**20:.1f} MB)"
+        for p in out.rglob("*")
+        if p.is_file() and p.stat().st_size > MAX_FILE_BYTES
+    ]
     if big:
         raise ValueError("files over 10 MB would be refused or slow on a Space: " + ", ".join(big))
     return out
@@ -121,7 +146,7 @@ def push(out: Path, repo_id: str):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vitviz.space", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="vitviz space", description=__doc__.split("\n")[0])
     p.add_argument("out", help="a new folder for the Space")
     p.add_argument("--hardware", choices=sorted(HARDWARE), default="cpu")
     p.add_argument("--push", metavar="REPO_ID", help="also upload it, e.g. you/vitviz (needs a token and internet)")

@@ -3,6 +3,7 @@
 The Explore, Compare and Model handlers run inside `with ACTIVITY:`; a training run's status
 asks `ACTIVITY.recent()` to tell its visitor when they share the cores with others.
 """
+
 from __future__ import annotations
 
 import threading

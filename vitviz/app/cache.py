@@ -4,6 +4,7 @@ Entries are keyed by a weak reference, so a visitor's model that is gone (its
 session ended, a new run replaced it) takes its entry with it; at most `size`
 entries are kept, the least recently used going first.
 """
+
 from __future__ import annotations
 
 import threading

@@ -6,16 +6,18 @@ its disk long before an hour has passed. `SizeBound` checks the files this app's
 track every `VITVIZ_CACHE_CHECK_S` seconds (default 5) and, over `VITVIZ_CACHE_MAX_MB`
 (default 500), deletes the oldest until they take at most 80% of it: replies' copies first
 (a page shows its pictures as soon as its reply arrives, so the oldest copies are the ones
-nobody is waiting for), visitors' uploads only when that is not enough. `remove_all` deletes every tracked file: the app's normal exit (its own folders go with
-vitviz.scratch.remove_own, at the process's exit).
+nobody is waiting for), visitors' uploads only when that is not enough. `remove_all` deletes every
+tracked file: the app's normal exit (its own folders go with
+vitviz.runtime.scratch.remove_own, at the process's exit).
 """
+
 from __future__ import annotations
 
 import os
 import threading
 from pathlib import Path
 
-from . import limits
+from vitviz.app import limits
 
 
 def tracked(blocks, everything: bool = False) -> list[tuple[bool, float, int, str]]:
@@ -83,7 +85,7 @@ class SizeBound:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vitviz-cache-bound", daemon=True)
 
-    def start(self) -> "SizeBound":
+    def start(self) -> SizeBound:
         self._thread.start()
         return self
 

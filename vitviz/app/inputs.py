@@ -3,6 +3,7 @@
 Every function here either returns a clean value or raises gr.Error with a sentence
 a person understands; none lets a raw Python message through.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,8 @@ import gradio as gr
 import numpy as np
 from PIL import Image
 
-from .. import views
-from ..data import open_image
+from vitviz.data.datasets import open_image
+from vitviz.pictures import explanation as views
 
 FUSIONS = ["mean", "max", "min"]
 
@@ -29,6 +30,8 @@ class FieldError(gr.Error):
 def about(field: str, e: gr.Error) -> FieldError:
     """`e` as a FieldError about `field` (one already about a field keeps it)."""
     return e if isinstance(e, FieldError) else FieldError(e.message, field)
+
+
 PREDICTED = "predicted class"
 
 
@@ -108,22 +111,28 @@ def patch_index(value, num_patches: int) -> int | None:
     except gr.Error as e:
         raise about("patch", e) from None
     if not -1 <= p < num_patches:
-        raise FieldError(f"Patch {p} is not on this model's grid: the patch must be between -1 and {num_patches - 1} "
-                         f"(patches are numbered 0 to {num_patches - 1}; -1 is the CLS token).", "patch")
+        raise FieldError(
+            f"Patch {p} is not on this model's grid: the patch must be between -1 and {num_patches - 1} "
+            f"(patches are numbered 0 to {num_patches - 1}; -1 is the CLS token).",
+            "patch",
+        )
     return None if p < 0 else p
 
 
 def token_index(value, layout) -> tuple[int | None, int]:
     """The selected token as (patch or None, which prefix token): 0 to P-1 a patch, -1 CLS, -2 to -K the other
-    tokens before the patches (distillation, registers) of this model's `layout` (vitviz.loaded.TokenLayout)."""
+    tokens before the patches (distillation, registers) of this model's `layout` (vitviz.models.loaded.TokenLayout)."""
     try:
         p = whole(value, "The selected token", -math.inf, math.inf, default=-1)
     except gr.Error as e:
         raise about("patch", e) from None
     K, P = layout.num_prefix, layout.num_patches
     if not -K <= p < P:
-        raise FieldError(f"Token {p} is not in this model: the selected token must be between {-K} and {P - 1} "
-                         f"({token_numbers(layout)}).", "patch")
+        raise FieldError(
+            f"Token {p} is not in this model: the selected token must be between {-K} and {P - 1} "
+            f"({token_numbers(layout)}).",
+            "patch",
+        )
     return (None, int(-1 - p)) if p < 0 else (int(p), 0)
 
 
@@ -135,8 +144,11 @@ def token_numbers(layout) -> str:
         words.append(f"-2 {layout.prefix[1]}")
     elif K > 2:
         registers = all(n.startswith("register") for n in layout.prefix[1:])
-        words.append(f"-2 to {-K} registers 1 to {K - 1}" if registers else
-                     ", ".join(f"{-1 - k} {n}" for k, n in enumerate(layout.prefix) if k))
+        words.append(
+            f"-2 to {-K} registers 1 to {K - 1}"
+            if registers
+            else ", ".join(f"{-1 - k} {n}" for k, n in enumerate(layout.prefix) if k)
+        )
     return ", ".join(words)
 
 
@@ -149,5 +161,6 @@ def layer_index(value, what: str, count: int, default: int) -> tuple[int, str]:
     if shown == v:
         return v, ""
     noun = what.removeprefix("The ").lower()
-    return shown, (f"⚠️ {noun.capitalize()} {v} is not in this model, which has {noun}s 1 to {count}: {noun} "
-                   f"{shown} is shown.")
+    return shown, (
+        f"⚠️ {noun.capitalize()} {v} is not in this model, which has {noun}s 1 to {count}: {noun} {shown} is shown."
+    )

@@ -19,6 +19,7 @@ change it without a restart); the README lists them all.
     VITVIZ_TYPED_MODELS       2     timm models typed by name kept loaded besides the menu's
     VITVIZ_MAX_MAP_GFLOP      100   the most compute one occlusion map or one image's deletion curves may take
 """
+
 from __future__ import annotations
 
 import os
@@ -26,13 +27,24 @@ from dataclasses import replace
 
 import gradio as gr
 
-from ..train_config import TrainConfig
+from vitviz.training.config import TrainConfig
 
-DEFAULTS = {"VITVIZ_MAX_TRAIN_SECONDS": 300, "VITVIZ_TRAIN_SLOTS": 1, "VITVIZ_TRAIN_QUEUE": 4,
-            "VITVIZ_TRAIN_MEMORY_GB": 4.0, "VITVIZ_MAX_UPLOAD_MB": 20, "VITVIZ_CACHE_MAX_AGE_S": 3600,
-            "VITVIZ_STATE_TTL_S": 1800, "VITVIZ_QUEUE_SIZE": 64, "VITVIZ_RETRY_LOAD_S": 60,
-            "VITVIZ_MODEL_CACHE": 8, "VITVIZ_MAX_MAP_GFLOP": 100, "VITVIZ_CACHE_MAX_MB": 500, "VITVIZ_TYPED_MODELS": 2,
-            "VITVIZ_CACHE_CHECK_S": 5}
+DEFAULTS = {
+    "VITVIZ_MAX_TRAIN_SECONDS": 300,
+    "VITVIZ_TRAIN_SLOTS": 1,
+    "VITVIZ_TRAIN_QUEUE": 4,
+    "VITVIZ_TRAIN_MEMORY_GB": 4.0,
+    "VITVIZ_MAX_UPLOAD_MB": 20,
+    "VITVIZ_CACHE_MAX_AGE_S": 3600,
+    "VITVIZ_STATE_TTL_S": 1800,
+    "VITVIZ_QUEUE_SIZE": 64,
+    "VITVIZ_RETRY_LOAD_S": 60,
+    "VITVIZ_MODEL_CACHE": 8,
+    "VITVIZ_MAX_MAP_GFLOP": 100,
+    "VITVIZ_CACHE_MAX_MB": 500,
+    "VITVIZ_TYPED_MODELS": 2,
+    "VITVIZ_CACHE_CHECK_S": 5,
+}
 
 
 def get(name: str) -> float:
@@ -61,16 +73,22 @@ def check_memory(cfg: TrainConfig):
     need = cfg.peak_memory_gb()
     if need <= limit:
         return
+
     def need_at(batch: int) -> float:
         return replace(cfg, batch_size=batch).peak_memory_gb()
 
     fits = cfg.batch_size // 2
     while fits > 8 and need_at(fits) > limit:
         fits //= 2
-    hint = (f"a batch of {fits} would fit" if fits >= 8 and need_at(fits) <= limit
-            else "a smaller width, depth or a larger patch size would")
-    raise gr.Error(f"This run would need about {need:.1f} GB of memory, more than the {limit:g} GB a run may use "
-                   f"on this machine; {hint}.")
+    hint = (
+        f"a batch of {fits} would fit"
+        if fits >= 8 and need_at(fits) <= limit
+        else "a smaller width, depth or a larger patch size would"
+    )
+    raise gr.Error(
+        f"This run would need about {need:.1f} GB of memory, more than the {limit:g} GB a run may use "
+        f"on this machine; {hint}."
+    )
 
 
 def queue_size() -> int:
@@ -94,13 +112,15 @@ def map_cost_note(what: str, passes: int, gflop: float) -> str:
     limit = get("VITVIZ_MAX_MAP_GFLOP")
     if gflop <= limit:
         return ""
-    return (f"{what} would take {passes} forward passes of this model (about {gflop:,.0f} GFLOP), more than the "
-            f"{limit:g} GFLOP one visitor's map may use on this machine (VITVIZ_MAX_MAP_GFLOP).")
+    return (
+        f"{what} would take {passes} forward passes of this model (about {gflop:,.0f} GFLOP), more than the "
+        f"{limit:g} GFLOP one visitor's map may use on this machine (VITVIZ_MAX_MAP_GFLOP)."
+    )
 
 
 def occlusion_note(cfg) -> str:
     """'' when an occlusion map of a model with this config fits the budget; else the sentence why not."""
-    from ..methods import forward_gflop
+    from vitviz.explain.methods import forward_gflop
 
     passes = 1 + cfg.num_patches
     note = map_cost_note("Occlusion", passes, passes * forward_gflop(cfg))

@@ -6,19 +6,20 @@ the model card. The expensive part is computed once per model and cached (at mos
 `VITVIZ_MODEL_CACHE` models, default 8, each entry gone with its model); a click
 on a position only redraws the two similarity pictures.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import gradio as gr
 import torch
 from PIL import Image
 
-from .. import gallery, views
-from . import limits
-from .cache import ModelCache
-from .inputs import whole
-from .models import resolve_model
-from .widgets import help_line, pic
+from vitviz.app import limits
+from vitviz.app.cache import ModelCache
+from vitviz.app.inputs import whole
+from vitviz.app.menu import resolve_model
+from vitviz.app.widgets import help_line, pic
+from vitviz.data import gallery
+from vitviz.pictures import explanation as views
 
 SUMMARIES = ModelCache(int(limits.get("VITVIZ_MODEL_CACHE")))
 
@@ -38,8 +39,14 @@ def summary_of(model) -> views.ModelSummary:
 
 def _position(model, position) -> int:
     cfg = model.card.config
-    p = whole(position, "The position", -1, cfg.num_patches - 1, default=-1,
-              where=f" for this model (positions 0 to {cfg.num_patches - 1}; -1: the centre one)")
+    p = whole(
+        position,
+        "The position",
+        -1,
+        cfg.num_patches - 1,
+        default=-1,
+        where=f" for this model (positions 0 to {cfg.num_patches - 1}; -1: the centre one)",
+    )
     return views.default_position(cfg) if p < 0 else p
 
 
@@ -48,8 +55,10 @@ def model_view(model_key: str, position=-1, state=None):
     model = resolve_model(model_key, state)
     s = summary_of(model)
     tiles, large = views.position_pictures(s, model.card.config, _position(model, position))
-    note = (f"Top {len(s.variance)} principal components of the patch-embedding filters "
-            f"({100 * float(s.variance.sum()):.0f}% of their variance).")
+    note = (
+        f"Top {len(s.variance)} principal components of the patch-embedding filters "
+        f"({100 * float(s.variance.sum()):.0f}% of their variance)."
+    )
     return tiles, large, s.distance, s.components, s.card, note
 
 
@@ -67,13 +76,13 @@ def pos_click(model_key: str, state, evt: gr.SelectData):
 
 HELP = {
     "pos": "Each small tile is one patch position; its colours: how similar that position's learned embedding is "
-           "to every other position's. A bright spot at the tile's own place, fading with distance, means the "
-           "model learned the 2-D layout on its own (the ViT paper's Figure 7). **Click a tile.**",
+    "to every other position's. A bright spot at the tile's own place, fading with distance, means the "
+    "model learned the 2-D layout on its own (the ViT paper's Figure 7). **Click a tile.**",
     "large": "The clicked position against every position, large.",
     "distance": "Each dot is one head: how far, in pixels, its attention reaches on average. Low: a head that "
-                "looks near its patch; near the dashed line: attention spread over the whole image.",
+    "looks near its patch; near the dashed line: attention spread over the whole image.",
     "components": "The main directions the first layer projects each patch onto; like a CNN's first filters, "
-                  "they pick up colours, edges and stripes.",
+    "they pick up colours, edges and stripes.",
 }
 
 
@@ -99,11 +108,18 @@ def build() -> dict:
 
 
 def view_event(c: dict, shell) -> dict:
-    return dict(fn=model_view, inputs=[shell.model_dd, c["position"], shell.state],
-                outputs=[c["pos_tiles"], c["pos_large"], c["distance"], c["components"], c["card"],
-                         c["components_note"]], api_visibility="private")
+    return dict(
+        fn=model_view,
+        inputs=[shell.model_dd, c["position"], shell.state],
+        outputs=[c["pos_tiles"], c["pos_large"], c["distance"], c["components"], c["card"], c["components_note"]],
+        api_visibility="private",
+    )
 
 
 def wire(c: dict, shell):
-    c["pos_tiles"].select(pos_click, [shell.model_dd, shell.state], [c["position"], c["pos_tiles"], c["pos_large"]],
-                          api_visibility="private")
+    c["pos_tiles"].select(
+        pos_click,
+        [shell.model_dd, shell.state],
+        [c["position"], c["pos_tiles"], c["pos_large"]],
+        api_visibility="private",
+    )

@@ -6,12 +6,13 @@ once, as JPEG at quality 92 without chroma subsampling (about 2 ms for the large
 text and grid lines stay sharp; exports stay lossless PNG), in parallel on the
 machine's cores, and hands back the same file while the picture is unchanged; a
 picture replaced by a new one has its file deleted, and the visitor's folder goes with
-them. The folder is held (vitviz.scratch) while the visitor lives, so pruning never takes it.
+them. The folder is held (vitviz.runtime.scratch) while the visitor lives, so pruning never takes it.
 
 An API caller has no state to keep files in: `ReplyFiles` writes each of its pictures to a new
 file in one shared folder, never reused or replaced under another caller, and deletes files
 older than `REPLY_TTL_S` (Gradio copies a reply's files into its own cache before it answers).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -25,15 +26,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .. import scratch
+from vitviz.runtime import scratch
 
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vitviz-pictures")  # encoders let go of the GIL
 _count = itertools.count()
 
 
 def write_picture(picture: np.ndarray, path: Path) -> str:
-    Image.fromarray(np.ascontiguousarray(picture, dtype=np.uint8)).save(path, format="JPEG", quality=92,
-                                                                         subsampling=0)
+    Image.fromarray(np.ascontiguousarray(picture, dtype=np.uint8)).save(path, format="JPEG", quality=92, subsampling=0)
     return str(path)
 
 
@@ -113,8 +113,10 @@ class ReplyFiles:
 
     def paths(self, pictures: dict[str, np.ndarray]) -> dict[str, str]:
         folder = self._where()
-        jobs = {name: _POOL.submit(write_picture, pic, folder / f"{name}-{next(_count)}.jpg")
-                for name, pic in pictures.items()}
+        jobs = {
+            name: _POOL.submit(write_picture, pic, folder / f"{name}-{next(_count)}.jpg")
+            for name, pic in pictures.items()
+        }
         return {name: job.result() for name, job in jobs.items()}
 
     def clear(self):

@@ -6,12 +6,13 @@ waiting or training: a page visitor is known by their session, an API caller als
 address, so one anonymous caller cannot take the whole line by opening many clients. A place
 is given back when its run ends, fails or is abandoned (the handler's generator is closed).
 """
+
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 
-from . import limits
+from vitviz.app import limits
 
 
 class Refused(Exception):
@@ -21,7 +22,7 @@ class Refused(Exception):
 @dataclass(eq=False)
 class Place:
     owners: frozenset  # ("session", hash) and, for an API caller, ("address", host)
-    places: "Places"
+    places: Places
 
     def ahead(self) -> int:
         """This place's position among the waiting (1: next to train), 0 once it trains."""
@@ -55,13 +56,17 @@ class Places:
         owners = frozenset(o for o in (("session", session), ("address", address)) if o[1])
         with self._cond:
             if any(p.owners & owners for p in self._line):
-                raise Refused("You already have a training run going or waiting (one per visitor): stop it, or "
-                              "wait for it to finish, before starting another.")
+                raise Refused(
+                    "You already have a training run going or waiting (one per visitor): stop it, or "
+                    "wait for it to finish, before starting another."
+                )
             running = min(len(self._line), self.slots)
             waiting = len(self._line) - running
             if running >= self.slots and waiting >= self.queue:
-                raise Refused(f"The training queue is full: {running} run(s) training and {waiting} visitor(s) "
-                              "waiting. Please try again in a few minutes.")
+                raise Refused(
+                    f"The training queue is full: {running} run(s) training and {waiting} visitor(s) "
+                    "waiting. Please try again in a few minutes."
+                )
             place = Place(owners, self)
             self._line.append(place)
             return place
@@ -73,8 +78,7 @@ class Places:
 
     def wait(self, place: Place, timeout: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: place not in self._line or self._line.index(place) < self.slots,
-                                       timeout)
+            return self._cond.wait_for(lambda: place not in self._line or self._line.index(place) < self.slots, timeout)
 
     def leave(self, place: Place):
         with self._cond:

@@ -8,6 +8,7 @@ their names, and which value is not of its kind (an image that is a bare string)
 app's whole queue being full gets a sentence too (`busy_sentence`), in the error's detail, which
 gradio_client shows.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -15,14 +16,17 @@ import re
 
 import gradio as gr
 
-from . import gradio_files
+from vitviz.app import gradio_files
 
 
 def _names(block_fn) -> list[str]:
     """The API's parameter names for an event's inputs, in order (state and hidden inputs left out)."""
     try:
-        params = [p.name for p in inspect.signature(block_fn.fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p.name
+            for p in inspect.signature(block_fn.fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         params = []
     names = params + [f"value {i + 1}" for i in range(len(params), len(block_fn.inputs))]
@@ -35,8 +39,10 @@ def _endpoint(block_fn) -> str:
 
 def count_sentence(block_fn, got: int) -> str:
     names = _names(block_fn)
-    return (f"{_endpoint(block_fn)} takes {len(names)} value(s), in this order: {', '.join(names)}; this call "
-            f"sent {got}. Leave a value out by name (gradio_client fills in its default), not by position.")
+    return (
+        f"{_endpoint(block_fn)} takes {len(names)} value(s), in this order: {', '.join(names)}; this call "
+        f"sent {got}. Leave a value out by name (gradio_client fills in its default), not by position."
+    )
 
 
 def kind_sentence(block_fn, inputs: list) -> str:
@@ -52,8 +58,10 @@ def kind_sentence(block_fn, inputs: list) -> str:
             model.model_validate(value, context={"validate_meta": True})
         except Exception:  # noqa: BLE001 - any refusal of this value is what we are looking for
             if isinstance(block, (gr.Image, gr.File)):
-                return (f"{_endpoint(block_fn)}: '{name}' must be a file (with gradio_client: handle_file(path or "
-                        f"URL); over REST: {{\"path\": ...}} or {{\"url\": ...}}), not {_show(value)}.")
+                return (
+                    f"{_endpoint(block_fn)}: '{name}' must be a file (with gradio_client: handle_file(path or "
+                    f'URL); over REST: {{"path": ...}} or {{"url": ...}}), not {_show(value)}.'
+                )
             return f"{_endpoint(block_fn)}: '{name}' is not a value its control accepts ({_show(value)})."
     return f"{_endpoint(block_fn)}: one of the values sent cannot be used; see the API page for what each takes."
 
@@ -73,8 +81,10 @@ def call_refused(request, exc: Exception):
     found = re.search(r"Parameter `([^`]+)` is not a valid key-word argument", text)
     api = request.url.path.rstrip("/").rsplit("/", 1)[-1]
     if found:
-        sentence = (f"/{api} has no parameter called '{found.group(1)[:40]}'; the app's API page (\"Use via API\" "
-                    "at the foot of the page) lists its parameters.")
+        sentence = (
+            f"/{api} has no parameter called '{found.group(1)[:40]}'; the app's API page (\"Use via API\" "
+            "at the foot of the page) lists its parameters."
+        )
     else:
         sentence = f"This call to /{api} could not be read; the app's API page lists what it takes."
     return JSONResponse(status_code=400, content={"detail": sentence, "error": sentence})

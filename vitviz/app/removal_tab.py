@@ -1,23 +1,24 @@
 """The Take patches away tab: hide patches of the Explore image and watch the prediction change.
 
 Click a patch to hide or show it, or hide the top k patches of any map with the slider;
-beside it, every map's deletion curve for this image (vitviz.removal), the visitor's own
+beside it, every map's deletion curve for this image (vitviz.pictures.removal), the visitor's own
 patches a point on them. The maps and curves are made once per image and model; a
 model too large for the machine's budget (VITVIZ_MAX_MAP_GFLOP) gets the cheap maps and
 a sentence instead of the curves.
 """
+
 from __future__ import annotations
 
 import gradio as gr
 
-from .. import removal
-from ..methods import METHODS, RANDOM
-from ..pictures import click_to_token
-from .activity import ACTIVITY
-from .inputs import choice, pixels_for, whole
-from .limits import map_cost_note
-from .models import follower, resolve_model, visitor
-from .widgets import help_line, pic
+from vitviz.app.activity import ACTIVITY
+from vitviz.app.inputs import choice, pixels_for, whole
+from vitviz.app.limits import map_cost_note
+from vitviz.app.menu import follower, resolve_model, visitor
+from vitviz.app.widgets import help_line, pic
+from vitviz.explain.methods import METHODS, RANDOM
+from vitviz.pictures import removal
+from vitviz.pictures.input_view import click_to_token
 
 OUTPUTS = ("picture", "top5", "curves", "maps", "summary")
 RANKINGS = list(METHODS) + [RANDOM]
@@ -27,12 +28,15 @@ def _study(image, model_key, v):
     """(model, Study, the sentence saying why there are no curves, or "")."""
     model = resolve_model(model_key, v)
     if not model.card.classes:
-        raise gr.Error("Taking patches away measures how a class's probability falls, and this model has no "
-                       "classifier (it learned its features without labels): choose a model with classes.")
+        raise gr.Error(
+            "Taking patches away measures how a class's probability falls, and this model has no "
+            "classifier (it learned its features without labels): choose a model with classes."
+        )
     cfg = model.card.config
     pixels = pixels_for(model, image)
-    why = map_cost_note("Every map's deletion curve and occlusion for this image", removal.study_passes(cfg),
-                        removal.study_gflop(cfg))
+    why = map_cost_note(
+        "Every map's deletion curve and occlusion for this image", removal.study_passes(cfg), removal.study_gflop(cfg)
+    )
     key = (model_key, id(model), hash(pixels.tobytes()))
     if v.removal is None or v.removal[0] != key:
         v.removal = (key, removal.study(model, pixels, costly=not why))
@@ -105,17 +109,19 @@ open_tab, follow = follower("take-away", ranked, len(OUTPUTS))
 
 HELP = {
     "picture": "The Explore image as the model gets it. **Click a patch** to hide it (it becomes the data set's "
-               "mean colour, which is what the model receives) and again to bring it back.",
+    "mean colour, which is what the model receives) and again to bring it back.",
     "curves": "Each map's patches hidden most relevant first: the faster the class's probability falls, the "
-              "better the map found what the model uses (a lower area under the curve). The dashed line hides "
-              "them in a random order; the circle is your own choice of patches.",
+    "better the map found what the model uses (a lower area under the curve). The dashed line hides "
+    "them in a random order; the circle is your own choice of patches.",
     "maps": "Every map vitviz draws, for the class predicted on the whole image, with its deletion AUC.",
 }
 
 
 def build() -> dict:
-    gr.Markdown("Does the model need what a map points at? Take those patches away and see. The image is the "
-                "Explore tab's; the class is the one the model predicts on the whole image.")
+    gr.Markdown(
+        "Does the model need what a map points at? Take those patches away and see. The image is the "
+        "Explore tab's; the class is the one the model predicts on the whole image."
+    )
     c = {}
     with gr.Row(equal_height=False):
         with gr.Column(scale=0, min_width=330):
@@ -126,8 +132,9 @@ def build() -> dict:
             c["reset"] = gr.Button("Show every patch again", size="sm", elem_id="take-reset")
             c["note"] = gr.Markdown(elem_classes=["vv-note"])
         with gr.Column(scale=0, min_width=260):
-            c["top5"] = gr.Label(num_top_classes=5, label="Prediction without those patches", show_heading=False,
-                                 elem_id="take-top5")
+            c["top5"] = gr.Label(
+                num_top_classes=5, label="Prediction without those patches", show_heading=False, elem_id="take-top5"
+            )
             c["summary"] = gr.Markdown(elem_id="take-summary")
         with gr.Column(scale=1, min_width=320):
             c["curves"] = pic("Deletion curves", "take-curves")
@@ -149,17 +156,37 @@ def k_range(model_key: str, state):
 def wire(c: dict, shell, image, tab):
     inputs = [image, shell.model_dd, c["method"], c["k"], shell.state]
     outputs = [c[name] for name in OUTPUTS] + [shell.state, c["note"]]
-    page = dict(fn=ranked, inputs=inputs, outputs=outputs, preprocess=False, api_visibility="private",
-                trigger_mode="always_last", concurrency_limit=4)
+    page = dict(
+        fn=ranked,
+        inputs=inputs,
+        outputs=outputs,
+        preprocess=False,
+        api_visibility="private",
+        trigger_mode="always_last",
+        concurrency_limit=4,
+    )
     tab.select(**{**page, "fn": open_tab})
     image.change(**{**page, "fn": follow})
     c["method"].change(**page)
     c["k"].change(**page)  # always_last: a drag redraws once it rests
     c["picture"].select(clicked, inputs, outputs, preprocess=False, api_visibility="private", concurrency_limit=4)
-    c["reset"].click(show_all, [image, shell.model_dd, c["method"], shell.state], outputs + [c["k"]],
-                     preprocess=False, api_visibility="private")
-    c["api"].click(removal_api, inputs, [c[name] for name in OUTPUTS], preprocess=False, api_name="take_away",
-                   concurrency_limit=4, api_description="The image with the top k patches of a map hidden, the "
-                                                        "prediction without them, and every map's deletion curve.")
+    c["reset"].click(
+        show_all,
+        [image, shell.model_dd, c["method"], shell.state],
+        outputs + [c["k"]],
+        preprocess=False,
+        api_visibility="private",
+    )
+    c["api"].click(
+        removal_api,
+        inputs,
+        [c[name] for name in OUTPUTS],
+        preprocess=False,
+        api_name="take_away",
+        concurrency_limit=4,
+        api_description="The image with the top k patches of a map hidden, the "
+        "prediction without them, and every map's deletion curve.",
+    )
     shell.model_dd.change(k_range, [shell.model_dd, shell.state], c["k"], api_visibility="private").then(
-        **{**page, "fn": follow})
+        **{**page, "fn": follow}
+    )

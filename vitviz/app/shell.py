@@ -4,6 +4,7 @@ Each tab (explore, model_tab, train_tab, compare) builds its own layout and wire
 own events; this file builds them in order and wires only what crosses tabs: a model
 change updates Explore's controls, then the Model tab, then Explore's pictures.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -15,11 +16,12 @@ from pathlib import Path
 
 import gradio as gr
 
-from . import compare, explore, model_tab, removal_tab, steps_tab, train_tab
-from .. import scratch
-from . import gradio_files, limits
-from .public import APP_KWARGS, PublicBlocks
-from .models import Visitor, look_at, model_choices, release_session, release_state, upload_checkpoint
+from vitviz.app import choices, gradio_files, limits, model_tab, removal_tab, steps_tab, train_tab
+from vitviz.app import compare_tab as compare
+from vitviz.app import explore_tab as explore
+from vitviz.app.menu import Visitor, look_at, model_choices, release_session, release_state, upload_checkpoint
+from vitviz.app.public import APP_KWARGS, PublicBlocks
+from vitviz.runtime import scratch
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 INTRO = """# vitviz: how a Vision Transformer sees
@@ -59,14 +61,17 @@ CSS = """
 .vv-large dd {font-size: 18px !important;}
 .vv-large #app-intro h1 {font-size: 32px !important;}
 """
-LARGE_TYPE_JS = ("(on) => { for (const e of document.querySelectorAll('.gradio-container .contain > *')) "
-                 "e.classList.toggle('vv-large', on); return on; }")  # inside .contain: Gradio scopes the CSS there
+LARGE_TYPE_JS = (
+    "(on) => { for (const e of document.querySelectorAll('.gradio-container .contain > *')) "
+    "e.classList.toggle('vv-large', on); return on; }"
+)  # inside .contain: Gradio scopes the CSS there
 
 
 @dataclass
 class Shell:
     """What every tab may use: the visitor's state, the model menu and the note beside it, the tabs, the hidden
     /predict button."""
+
     state: gr.State
     model_dd: gr.Dropdown
     model_note: gr.Markdown
@@ -81,16 +86,21 @@ def build_demo() -> gr.Blocks:
         with gr.Row(equal_height=False, elem_id="app-head"):
             with gr.Column(scale=1, min_width=360):
                 gr.Markdown(INTRO, elem_id="app-intro")
-                large = gr.Checkbox(False, label="Large type (for a projector)", elem_id="large-type",
-                                    container=False)
+                large = gr.Checkbox(False, label="Large type (for a projector)", elem_id="large-type", container=False)
             with gr.Column(scale=0, min_width=380):
-                model_dd = gr.Dropdown(model_choices(), value="cifar10", label="Model (or type any timm ViT's name)",
-                                       elem_id="model-dd", allow_custom_value=True)
+                model_dd = gr.Dropdown(
+                    model_choices(),
+                    value="cifar10",
+                    label="Model (or type any timm ViT's name)",
+                    elem_id="model-dd",
+                    allow_custom_value=True,
+                )
                 model_note = gr.Markdown(elem_classes=["vv-note"], elem_id="model-note")
             with gr.Column(scale=0, min_width=300):
                 with gr.Accordion("Upload a checkpoint (.safetensors + .json)", open=False):
-                    ckpt_files = gr.File(file_count="multiple", file_types=[".safetensors", ".json"],
-                                         label="Checkpoint files")
+                    ckpt_files = gr.File(
+                        file_count="multiple", file_types=[".safetensors", ".json"], label="Checkpoint files"
+                    )
                 ckpt_status = gr.Markdown(elem_classes=["vv-note"], elem_id="ckpt-status")
         large.change(None, large, None, js=LARGE_TYPE_JS)
         with gr.Tabs() as tabs:
@@ -109,22 +119,29 @@ def build_demo() -> gr.Blocks:
         shell = Shell(state, model_dd, model_note, tabs, gr.Button(visible=False))
 
         explain_event = explore.wire(ex, shell)
+        choices.wire(ex, shell)
         model_tab.wire(mt, shell)
         steps_tab.wire(st, shell, ex["image"], steps_page)
         removal_tab.wire(tk, shell, ex["image"], take_page)
-        for name, t in (("explore", explore_page), ("model", model_page), ("train", train_page),
-                        ("compare", compare_tab)):
+        for name, t in (
+            ("explore", explore_page),
+            ("model", model_page),
+            ("train", train_page),
+            ("compare", compare_tab),
+        ):
             t.select(look_at(name), state, state, queue=False, api_visibility="private")
         train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
         compare_tab.select(**compare.wire(cp, shell))  # drawn when first looked at, then on every change
 
         model_view = model_tab.view_event(mt, shell)
-        model_dd.change(**explore.model_changed(ex, shell), api_visibility="private").then(
-            **model_view).then(**{**explain_event, "api_visibility": "private"})
-        ckpt_files.upload(upload_checkpoint, [ckpt_files, state], [ckpt_status, state, model_dd],
-                          api_visibility="private")  # a refused file: a sentence beside it, the menu untouched
-        demo.load(**explore.model_changed(ex, shell), api_visibility="private")
-        first = explore.examples_default()
+        model_dd.change(**choices.model_changed(ex, shell), api_visibility="private").then(**model_view).then(
+            **{**explain_event, "api_visibility": "private"}
+        )
+        ckpt_files.upload(
+            upload_checkpoint, [ckpt_files, state], [ckpt_status, state, model_dd], api_visibility="private"
+        )  # a refused file: a sentence beside it, the menu untouched
+        demo.load(**choices.model_changed(ex, shell), api_visibility="private")
+        first = choices.examples_default()
         if first:
             demo.load(lambda: first, None, ex["image"], api_visibility="private")
         demo.load(**model_view)

@@ -1,19 +1,21 @@
 """The Step by step tab: the Explore image through the chosen model, one stage after another.
 
-Each stage has its picture and its sentence (vitviz.steps); the visitor picks the block
+Each stage has its picture and its sentence (vitviz.pictures.steps); the visitor picks the block
 and the token (a click on the input, or the CLS tile). The forward pass is kept per
 image and model, and a stage is redrawn only when what it shows changed.
 """
+
 from __future__ import annotations
 
 import gradio as gr
 
-from .. import steps
-from ..pictures import PictureCache, click_to_token
-from .activity import ACTIVITY
-from .inputs import layer_index, patch_index, pixels_for
-from .models import follower, resolve_model, visitor
-from .widgets import pic
+from vitviz.app.activity import ACTIVITY
+from vitviz.app.inputs import layer_index, patch_index, pixels_for
+from vitviz.app.menu import follower, resolve_model, visitor
+from vitviz.app.widgets import pic
+from vitviz.pictures import steps
+from vitviz.pictures.explore import PictureCache
+from vitviz.pictures.input_view import click_to_token
 
 STAGES = [  # (picture field, title)
     ("input", "1. The input, as the model receives it"),
@@ -55,8 +57,10 @@ def step_page(image, model_key, block, patch, state):
         v.step_pictures.clear()
         return (*[gr.skip()] * len(steps.STEP_NAMES), v, f"⚠️ {e.message}")
     files = v.files.paths({name: getattr(view, name) for name in fresh})
-    out = [files[name] if name in fresh else gr.skip() if name in PICTURES else getattr(view, name)
-           for name in steps.STEP_NAMES]
+    out = [
+        files[name] if name in fresh else gr.skip() if name in PICTURES else getattr(view, name)
+        for name in steps.STEP_NAMES
+    ]
     return (*out, v, "")
 
 
@@ -93,13 +97,16 @@ def block_range(model_key: str, state):
 
 
 def build() -> dict:
-    gr.Markdown("The image of the Explore tab through the chosen model, stage by stage as a ViT tutorial teaches "
-                "it, with this model's real numbers. Pick a block and a token; every picture follows.")
+    gr.Markdown(
+        "The image of the Explore tab through the chosen model, stage by stage as a ViT tutorial teaches "
+        "it, with this model's real numbers. Pick a block and a token; every picture follows."
+    )
     c = {}  # the controls under names no stage has
     with gr.Row():
         c["which_block"] = gr.Slider(1, 6, value=1, step=1, label="Block (stage 5)", elem_id="step-block-n")
-        c["token"] = gr.Number(value=-1, precision=0, label="Token: patch number (-1: CLS); or click stage 1",
-                               elem_id="step-token")
+        c["token"] = gr.Number(
+            value=-1, precision=0, label="Token: patch number (-1: CLS); or click stage 1", elem_id="step-token"
+        )
     c["note"] = gr.Markdown(elem_classes=["vv-note"])
     for name, title in STAGES:
         gr.Markdown(f"### {title}")
@@ -115,15 +122,30 @@ def build() -> dict:
 def wire(c: dict, shell, image, tab):
     inputs = [image, shell.model_dd, c["which_block"], c["token"], shell.state]
     outputs = [c[name] for name in steps.STEP_NAMES] + [shell.state, c["note"]]
-    page = dict(fn=step_page, inputs=inputs, outputs=outputs, preprocess=False, api_visibility="private",
-                trigger_mode="always_last", concurrency_limit=4)
+    page = dict(
+        fn=step_page,
+        inputs=inputs,
+        outputs=outputs,
+        preprocess=False,
+        api_visibility="private",
+        trigger_mode="always_last",
+        concurrency_limit=4,
+    )
     tab.select(**{**page, "fn": open_tab})
     image.change(**{**page, "fn": follow})
-    c["api"].click(steps_api, inputs, [c[name] for name in steps.STEP_NAMES], preprocess=False, api_name="steps",
-                   concurrency_limit=4, api_description="One image through the ViT stage by stage: a picture and "
-                                                        "a sentence per stage, for a chosen block and token.")
+    c["api"].click(
+        steps_api,
+        inputs,
+        [c[name] for name in steps.STEP_NAMES],
+        preprocess=False,
+        api_name="steps",
+        concurrency_limit=4,
+        api_description="One image through the ViT stage by stage: a picture and "
+        "a sentence per stage, for a chosen block and token.",
+    )
     c["which_block"].change(**page)
     c["token"].change(**page)
     c["input"].select(click, [shell.model_dd, shell.state], c["token"], api_visibility="private")
     shell.model_dd.change(block_range, [shell.model_dd, shell.state], c["which_block"], api_visibility="private").then(
-        **{**page, "fn": follow})
+        **{**page, "fn": follow}
+    )

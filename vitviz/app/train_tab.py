@@ -2,9 +2,10 @@
 
 One run per visitor (stop requests are keyed by their session), `VITVIZ_TRAIN_SLOTS`
 runs at a time on the machine (default 1; others wait in line and see their place).
-The settings are checked by vitviz.train_config before anything starts; the run
-itself is vitviz.live's stream over the same loop the CLI uses.
+The settings are checked by vitviz.training.config before anything starts; the run
+itself is vitviz.training.live's stream over the same loop the CLI uses.
 """
+
 from __future__ import annotations
 
 import functools
@@ -12,17 +13,18 @@ import inspect
 
 import gradio as gr
 
-from .. import live, memory, zerogpu
-from ..data import DATASETS
-from ..device import describe_device, pick_device
-from ..loaded import loaded
-from ..model import PRESETS, make_config
-from ..train_config import ConfigError
-from . import limits
-from .activity import ACTIVITY
-from .models import model_choices, remember, visitor
-from .places import PLACES, Refused
-from .widgets import help_line, pic, progress_html
+from vitviz.app import limits
+from vitviz.app.activity import ACTIVITY
+from vitviz.app.menu import model_choices, remember, visitor
+from vitviz.app.places import PLACES, Refused
+from vitviz.app.widgets import help_line, pic, progress_html
+from vitviz.data.datasets import DATASETS
+from vitviz.models.loaded import loaded
+from vitviz.models.vit import PRESETS, make_config
+from vitviz.runtime import memory, zerogpu
+from vitviz.runtime.device import describe_device, pick_device
+from vitviz.training import live
+from vitviz.training.config import ConfigError
 
 ZERO_GPU = zerogpu.enabled()  # Hugging Face ZeroGPU: a GPU is attached for each run
 
@@ -46,25 +48,47 @@ def _session_key(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "api"
 
 
-def settings(dataset, preset, depth, heads, width, patch, epochs, time_budget, batch_size, lr, subset, augment,
-             seed) -> dict:
+def settings(
+    dataset, preset, depth, heads, width, patch, epochs, time_budget, batch_size, lr, subset, augment, seed
+) -> dict:
     """The Train form's values under TrainConfig's names (None: the quick default)."""
     q = quick()
     tiny = make_config(q["preset"])
     pick = lambda v, d: d if v is None else v  # noqa: E731
-    return dict(dataset=pick(dataset, "cifar10"), preset=pick(preset, q["preset"]), depth=pick(depth, tiny.depth),
-                num_heads=pick(heads, tiny.num_heads), embed_dim=pick(width, tiny.embed_dim),
-                patch_size=pick(patch, tiny.patch_size), epochs=pick(epochs, q["epochs"]),
-                time_budget=pick(time_budget, q["time_budget"]) or 0, batch_size=pick(batch_size, q["batch_size"]),
-                lr=pick(lr, q["lr"]), subset=pick(subset, q["subset"]) or 0, augment=pick(augment, q["augment"]),
-                seed=pick(seed, 0) or 0)
+    return dict(
+        dataset=pick(dataset, "cifar10"),
+        preset=pick(preset, q["preset"]),
+        depth=pick(depth, tiny.depth),
+        num_heads=pick(heads, tiny.num_heads),
+        embed_dim=pick(width, tiny.embed_dim),
+        patch_size=pick(patch, tiny.patch_size),
+        epochs=pick(epochs, q["epochs"]),
+        time_budget=pick(time_budget, q["time_budget"]) or 0,
+        batch_size=pick(batch_size, q["batch_size"]),
+        lr=pick(lr, q["lr"]),
+        subset=pick(subset, q["subset"]) or 0,
+        augment=pick(augment, q["augment"]),
+        seed=pick(seed, 0) or 0,
+    )
 
 
-def train_run(dataset: str = "cifar10", preset: str | None = None, depth: float | None = None,
-              heads: float | None = None, width: float | None = None, patch: float | None = None,
-              epochs: float | None = None, time_budget: float | None = None, batch_size: float | None = None,
-              lr: float | None = None, subset: float | None = None, augment: bool | None = None, seed: float = 0,
-              state=None, request: gr.Request = None):
+def train_run(
+    dataset: str = "cifar10",
+    preset: str | None = None,
+    depth: float | None = None,
+    heads: float | None = None,
+    width: float | None = None,
+    patch: float | None = None,
+    epochs: float | None = None,
+    time_budget: float | None = None,
+    batch_size: float | None = None,
+    lr: float | None = None,
+    subset: float | None = None,
+    augment: bool | None = None,
+    seed: float = 0,
+    state=None,
+    request: gr.Request = None,
+):
     """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state,
     and at the end the Compare menus with the epoch snapshots). No argument: the default quick run. An API
     caller holds at most one place per address (see vitviz.app.places)."""
@@ -81,9 +105,11 @@ def _train(form: tuple, state, request: gr.Request | None, page: bool):
     cfg, capped = limits.cap_time(cfg, zerogpu.gpu_seconds_cap() - GPU_MARGIN_S if ZERO_GPU else None)
     limits.check_memory(cfg)
     if not live.data_available(cfg.dataset):
-        raise gr.Error(f"The {cfg.dataset} data set is not available here: set VITVIZ_DATA to a folder or zip with "
-                       "train/<class>/ and test/<class>/, or run where torchvision can download it. "
-                       "The rest of the app works without it.")
+        raise gr.Error(
+            f"The {cfg.dataset} data set is not available here: set VITVIZ_DATA to a folder or zip with "
+            "train/<class>/ and test/<class>/, or run where torchvision can download it. "
+            "The rest of the app works without it."
+        )
     try:
         live.check_fits(cfg)
     except ConfigError as e:
@@ -111,8 +137,14 @@ def _train(form: tuple, state, request: gr.Request | None, page: bool):
 
 def _waiting(ahead: int, v) -> tuple:
     running, _ = PLACES.counts()
-    return (f"Waiting for the training slot: {running} run(s) training, you are number {ahead} in line. Your "
-            "run starts by itself.", *[gr.skip()] * 5, v, gr.skip(), gr.skip())
+    return (
+        f"Waiting for the training slot: {running} run(s) training, you are number {ahead} in line. Your "
+        "run starts by itself.",
+        *[gr.skip()] * 5,
+        v,
+        gr.skip(),
+        gr.skip(),
+    )
 
 
 @functools.wraps(train_run)
@@ -122,7 +154,7 @@ def train_page(*args, **kwargs):
     bound = TRAIN_SIGNATURE.bind(*args, **kwargs)
     bound.apply_defaults()
     given = bound.arguments
-    form = tuple(given[name] for name in list(given)[:len(FORM)])
+    form = tuple(given[name] for name in list(given)[: len(FORM)])
     try:
         yield from _train(form, given["state"], given["request"], page=True)
     except gr.Error as e:
@@ -140,16 +172,20 @@ def _outputs(up: live.Update, v) -> tuple:
         v.forget_session_models()
         v.models["session"] = loaded(up.model)
         v.models.update({f"session@{e}": loaded(m) for e, m in up.snapshots.items()})
-        choices = model_choices() + [(f"Trained in this session, after epoch {e}", f"session@{e}")
-                                   for e in sorted(up.snapshots)]
+        choices = model_choices() + [
+            (f"Trained in this session, after epoch {e}", f"session@{e}") for e in sorted(up.snapshots)
+        ]
         menus = (gr.update(choices=choices), gr.update(choices=choices, value="session"))
-    return (up.status if up.status is not None else skip,
-            progress_html(up.progress, up.stopped) if up.progress is not None else skip,
-            up.curves if up.curves is not None else skip,
-            up.probes if up.probes is not None else skip,
-            up.pos_tiles if up.pos_tiles is not None else skip,
-            up.files if up.files else skip,
-            v, *menus)
+    return (
+        up.status if up.status is not None else skip,
+        progress_html(up.progress, up.stopped) if up.progress is not None else skip,
+        up.curves if up.curves is not None else skip,
+        up.probes if up.probes is not None else skip,
+        up.pos_tiles if up.pos_tiles is not None else skip,
+        up.files if up.files else skip,
+        v,
+        *menus,
+    )
 
 
 def stop_run(request: gr.Request = None) -> str:
@@ -197,9 +233,11 @@ def build() -> dict:
     q = quick()
     tiny = make_config(q["preset"])
     where = "a GPU (ZeroGPU, attached for each run)" if ZERO_GPU else describe_device(device())
-    gr.Markdown(f"Train a small ViT from scratch and watch it learn. Runs on **{where}**; {PLACES.slots} run(s) at a "
-                f"time on this machine, at most {limits.get('VITVIZ_MAX_TRAIN_SECONDS'):g} s each (others wait in "
-                f"line, with their place shown). {live.data_note()}")
+    gr.Markdown(
+        f"Train a small ViT from scratch and watch it learn. Runs on **{where}**; {PLACES.slots} run(s) at a "
+        f"time on this machine, at most {limits.get('VITVIZ_MAX_TRAIN_SECONDS'):g} s each (others wait in "
+        f"line, with their place shown). {live.data_note()}"
+    )
     c = {}
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
@@ -207,17 +245,23 @@ def build() -> dict:
             c["preset"] = gr.Dropdown(list(PRESETS), value=q["preset"], label="Model preset")
             with gr.Row():
                 c["depth"] = gr.Slider(1, 12, value=tiny.depth, step=1, label="Depth")
-                c["heads"] = gr.Dropdown([1, 2, 3, 4, 6, 8], value=tiny.num_heads, label="Heads", allow_custom_value=True)
+                c["heads"] = gr.Dropdown(
+                    [1, 2, 3, 4, 6, 8], value=tiny.num_heads, label="Heads", allow_custom_value=True
+                )
             with gr.Row():
-                c["width"] = gr.Dropdown([32, 64, 96, 128, 192, 256, 384], value=tiny.embed_dim, label="Width",
-                                         allow_custom_value=True)
-                c["patch"] = gr.Dropdown([2, 4, 7, 8], value=tiny.patch_size, label="Patch size", allow_custom_value=True)
+                c["width"] = gr.Dropdown(
+                    [32, 64, 96, 128, 192, 256, 384], value=tiny.embed_dim, label="Width", allow_custom_value=True
+                )
+                c["patch"] = gr.Dropdown(
+                    [2, 4, 7, 8], value=tiny.patch_size, label="Patch size", allow_custom_value=True
+                )
             with gr.Row():
                 c["epochs"] = gr.Number(value=q["epochs"], label="Epochs (at most)")
                 c["budget"] = gr.Number(value=q["time_budget"], label="Time budget, s (0: none)")
             with gr.Row():
-                c["batch"] = gr.Dropdown([32, 64, 128, 256, 512, 1024], value=q["batch_size"], label="Batch size",
-                                         allow_custom_value=True)
+                c["batch"] = gr.Dropdown(
+                    [32, 64, 128, 256, 512, 1024], value=q["batch_size"], label="Batch size", allow_custom_value=True
+                )
                 c["lr"] = gr.Number(value=q["lr"], label="Learning rate")
             with gr.Row():
                 c["subset"] = gr.Number(value=q["subset"], precision=0, label="Training images (0: all)")
@@ -228,41 +272,80 @@ def build() -> dict:
                 c["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn", interactive=False)
             c["use"] = gr.Button("Explore this model", elem_id="use-btn", interactive=False)
             c["api"] = gr.Button(visible=False)  # /train for API callers; the page's button is train_page
-            c["files"] = gr.File(label="Download the checkpoint (.safetensors + .json)", file_count="multiple",
-                                 interactive=False, height=110)
+            c["files"] = gr.File(
+                label="Download the checkpoint (.safetensors + .json)",
+                file_count="multiple",
+                interactive=False,
+                height=110,
+            )
         with gr.Column(scale=2):
             c["status"] = gr.Markdown("Press **Train** to start.", elem_id="train-status")
             c["progress"] = gr.HTML(progress_html(0.0))
             c["curves"] = pic("Loss and accuracy", "curves", show_label=True, value=live.empty_curves())
-            help_line("Grey: the training loss of each step. Orange dots: accuracy on a small held-out sample "
-                      f"every {live.QUICK_VAL_EVERY_S} s; circles: every held-out image at each epoch's end. "
-                      "Chance is 10% for both data sets.")
+            help_line(
+                "Grey: the training loss of each step. Orange dots: accuracy on a small held-out sample "
+                f"every {live.QUICK_VAL_EVERY_S} s; circles: every held-out image at each epoch's end. "
+                "Chance is 10% for both data sets."
+            )
             c["probes"] = pic("Attention rollout on fixed probe images", "probes")
-            help_line("The same held-out images all run long: where the model looks (rollout from CLS), and what it "
-                      "predicts. Attention starts spread out and gathers on the object as the model learns.")
+            help_line(
+                "The same held-out images all run long: where the model looks (rollout from CLS), and what it "
+                "predicts. Attention starts spread out and gathers on the object as the model learns."
+            )
             c["pos"] = pic("Positional-embedding similarity", "train-pos")
-            help_line("Each tile is one patch position against all others. At first the tiles are noise; a bright "
-                      "spot at each tile's own place means the model has learned where its patches are.")
+            help_line(
+                "Each tile is one patch position against all others. At first the tiles are noise; a bright "
+                "spot at each tile's own place means the model has learned where its patches are."
+            )
     return c
 
 
-FORM = ("dataset", "preset", "depth", "heads", "width", "patch", "epochs", "budget", "batch", "lr", "subset",
-        "augment", "seed")
+FORM = (
+    "dataset",
+    "preset",
+    "depth",
+    "heads",
+    "width",
+    "patch",
+    "epochs",
+    "budget",
+    "batch",
+    "lr",
+    "subset",
+    "augment",
+    "seed",
+)
 
 
 def wire(c: dict, shell, compare_menus: list, demo: gr.Blocks):
-    c["preset"].change(preset_sizes, c["preset"], [c["depth"], c["heads"], c["width"], c["patch"]],
-                       api_visibility="private")
+    c["preset"].change(
+        preset_sizes, c["preset"], [c["depth"], c["heads"], c["width"], c["patch"]], api_visibility="private"
+    )
     buttons = [c["train"], c["stop"], c["use"]]
-    run = dict(inputs=[c[k] for k in FORM] + [shell.state],
-               outputs=[c["status"], c["progress"], c["curves"], c["probes"], c["pos"], c["files"], shell.state,
-                        *compare_menus],
-               concurrency_limit=None, concurrency_id="train",  # vitviz.app.places keeps the line
-               preprocess=False)  # TrainConfig.parse reads the raw values and answers each with a sentence
-    c["api"].click(train_run, **run, api_name="train",
-                   api_description="Train a ViT live; streams status, progress, curves and pictures.")
+    run = dict(
+        inputs=[c[k] for k in FORM] + [shell.state],
+        outputs=[
+            c["status"],
+            c["progress"],
+            c["curves"],
+            c["probes"],
+            c["pos"],
+            c["files"],
+            shell.state,
+            *compare_menus,
+        ],
+        concurrency_limit=None,
+        concurrency_id="train",  # vitviz.app.places keeps the line
+        preprocess=False,
+    )  # TrainConfig.parse reads the raw values and answers each with a sentence
+    c["api"].click(
+        train_run,
+        **run,
+        api_name="train",
+        api_description="Train a ViT live; streams status, progress, curves and pictures.",
+    )
     c["train"].click(running_buttons, None, buttons, queue=False, api_visibility="private").then(
-        train_page, **run, api_visibility="private").then(
-        idle_buttons, shell.state, buttons, queue=False, api_visibility="private")
+        train_page, **run, api_visibility="private"
+    ).then(idle_buttons, shell.state, buttons, queue=False, api_visibility="private")
     c["stop"].click(stop_run, None, c["status"], api_name="stop", queue=False)
     c["use"].click(explore_trained, shell.state, [shell.model_dd, shell.tabs], api_visibility="private")

@@ -1,0 +1,93 @@
+"""vitviz as a package: its metadata agrees with the requirements files, its commands answer --help, and its
+layers import one way."""
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "vitviz"
+# the layers, lowest first: a module may import from its own layer and the ones before it, never after
+LAYERS = ["runtime", "models", "data", "explain", "pictures", "training", "app", "top"]
+
+
+def requirement_lines(path: Path) -> list[str]:
+    lines = [ln.split("#")[0].strip() for ln in path.read_text().splitlines()]
+    return [ln for ln in lines if ln and not ln.startswith("-r")]
+
+
+def test_pyproject_and_the_requirements_files_agree():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == requirement_lines(ROOT / "requirements.txt")
+    assert project["optional-dependencies"]["dev"] == requirement_lines(ROOT / "requirements-dev.txt")
+    assert project["scripts"]["vitviz"] == "vitviz.cli:main"
+
+
+def test_the_tests_import_the_installed_package():
+    import vitviz
+
+    assert Path(vitviz.__file__).resolve().parent == PACKAGE
+    assert "sys.path" not in (ROOT / "tests" / "conftest.py").read_text()
+    for test in (ROOT / "tests").glob("*.py"):  # one helpers module; no test module imports another
+        for node in ast.walk(ast.parse(test.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(("test_", "conftest")), (test.name, node.module)
+
+
+@pytest.mark.parametrize("command", ["app", "train", "evaluate", "average", "space"])
+def test_every_command_answers_help(command):
+    out = subprocess.run(["vitviz", command, "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith(f"usage: vitviz {command}"), out.stderr[-800:]
+
+
+def test_the_command_lists_its_subcommands_and_the_older_forms_still_work():
+    top = subprocess.run(["vitviz", "--help"], capture_output=True, text=True, timeout=60)
+    assert top.returncode == 0 and all(c in top.stdout for c in ("app", "train", "evaluate", "average", "space"))
+    wrong = subprocess.run(["vitviz", "trian"], capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "no command 'trian'" in wrong.stderr
+    for module in ("vitviz", "vitviz.train", "vitviz.evaluate", "vitviz.average", "vitviz.space"):
+        out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.startswith("usage: vitviz"), (module, out.stderr[-800:])
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[1] in LAYERS else "top"
+
+
+def test_imports_run_one_way():
+    upward = []
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        here = LAYERS.index(layer_of(module))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vitviz."):
+                names = [node.module] if node.module.count(".") > 1 else [f"{node.module}.{a.name}" for a in node.names]
+                for name in names:
+                    if LAYERS.index(layer_of(name)) > here:
+                        upward.append(f"{module} imports {name}")
+            assert not (isinstance(node, ast.ImportFrom) and node.level), f"{module}: relative import"
+    assert not upward, upward
+
+
+def test_no_module_is_past_400_lines_and_no_function_past_80():
+    long_files, long_functions = [], []
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        if text.count("\n") > 400:
+            long_files.append(path.name)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno > 80:
+                long_functions.append(f"{path.name}:{node.name}")
+    assert not long_files and not long_functions, (long_files, long_functions)
+
+
+def test_no_gradio_private_attribute_is_read():
+    pattern = re.compile(r"\b(demo|blocks|app|queue)\._[a-z]\w*")
+    found = [f"{p.name}: {m.group(0)}" for p in PACKAGE.rglob("*.py") for m in pattern.finditer(p.read_text())]
+    assert not found, found

@@ -1,0 +1,318 @@
+"""Which models a visitor can choose, and where each one comes from.
+
+The shipped models, two randomised copies of the CIFAR-10 one (the sanity check: its
+head, or every weight, re-initialised) and ViT-B/16 are shared by every visitor: each is loaded once,
+under a lock of its own, so a slow load (ViT-B/16's download) holds up only the
+visitors who asked for that model; a failed load is remembered for
+`VITVIZ_RETRY_LOAD_S` seconds (default 60) instead of being retried on every
+request. A visitor's own models (an upload, a run from the Train tab and its epoch
+snapshots) live in their `Visitor` state and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+
+import gradio as gr
+import torch
+
+from vitviz.app import limits
+from vitviz.app.picfiles import REPLIES, PictureFiles
+from vitviz.explain.sanity import randomised
+from vitviz.models import checkpoint
+from vitviz.models.hub import load_model
+from vitviz.models.loaded import LoadedViT, loaded
+from vitviz.pictures.explore import PictureCache
+from vitviz.runtime import memory
+
+SHARED = {
+    "cifar10": "CIFAR-10 ViT (shipped)",
+    "cifar10/random-head": "CIFAR-10 ViT, head randomised (sanity check)",
+    "cifar10/random-all": "CIFAR-10 ViT, every weight randomised (sanity check)",
+    "mnist": "MNIST ViT (shipped)",
+    "vit_b_16": "ViT-B/16, ImageNet-1k (torchvision)",
+    "timm/deit_small_patch16_224.fb_in1k": "DeiT-S/16, ImageNet-1k (timm)",
+    "timm/vit_small_patch8_224.dino": "DINO ViT-S/8, no classifier (timm)",
+    "timm/vit_small_patch14_dinov2.lvd142m": "DINOv2 ViT-S/14, no classifier (timm)",
+    "timm/vit_small_patch14_reg4_dinov2.lvd142m": "DINOv2 ViT-S/14 with 4 registers, no classifier (timm)",
+}
+DOWNLOAD_MB = {
+    "vit_b_16": 330,
+    "timm/deit_small_patch16_224.fb_in1k": 88,
+    "timm/vit_small_patch8_224.dino": 87,
+    "timm/vit_small_patch14_dinov2.lvd142m": 88,
+    "timm/vit_small_patch14_reg4_dinov2.lvd142m": 88,
+}
+TYPED = re.compile(r"^(timm/)?[a-z0-9_]+(\.[a-z0-9_]+)?$")  # a timm name a visitor typed into the menu
+MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
+    ("Trained in this session (Train tab)", "session"),
+    ("Uploaded checkpoint", "upload"),
+]
+DEFAULT_EXAMPLE = 3  # the gallery image the page opens on
+
+
+def on_machine(key: str) -> bool:
+    """Whether a downloaded model's weights are here already (torchvision's cache, or the Hugging Face cache)."""
+    if key == "vit_b_16":
+        from vitviz.models.tv_vit import weights_cached
+
+        return weights_cached()
+    if key.startswith("timm/"):
+        from vitviz.models.timm_vit import weights_cached
+
+        return weights_cached(key.removeprefix("timm/"))
+    return True
+
+
+def model_choices() -> list[tuple[str, str]]:
+    """The model menu, saying which model is on this machine and which needs a download (and how large)."""
+
+    def label(name: str, key: str) -> str:
+        if key not in DOWNLOAD_MB:
+            return name
+        return f"{name} ({'on this machine' if on_machine(key) else f'needs internet: {DOWNLOAD_MB[key]} MB once'})"
+
+    return [(label(name, key), key) for name, key in MODEL_CHOICES]
+
+
+def first_load(key: str, progress) -> str:
+    """Before a downloaded model's first load: show progress, and return the line saying where its weights are
+    kept ('' for the others)."""
+    key = typed_key(key)
+    if not (key in DOWNLOAD_MB or key.startswith("timm/")) or MODELS.is_loaded(key):
+        return ""
+    name = title_of(key).split(",")[0]
+    size = f" (downloading {DOWNLOAD_MB[key]} MB once)" if key in DOWNLOAD_MB else " (a first download)"
+    progress(0, desc=f"Loading {name}" + ("" if on_machine(key) else size))
+    return (
+        f"{name}'s weights are kept in torchvision's cache."
+        if key == "vit_b_16"
+        else f"{name}'s weights are kept in the Hugging Face cache."
+    )
+
+
+RETRY_LOAD_S = limits.get("VITVIZ_RETRY_LOAD_S")
+
+
+@dataclass
+class Visitor:
+    """One visitor's own things, kept in their gr.State."""
+
+    models: dict = field(default_factory=dict)  # "upload", "session", "session@<epoch>" -> model
+    last: tuple | None = None  # (key, views.Explanation) of the last image explained
+    pictures: PictureCache = field(default_factory=PictureCache)  # the Explore pictures the page shows
+    files: PictureFiles = field(default_factory=PictureFiles)  # ... and their encoded files
+    image_gallery: str = "cifar10"  # the examples the shown image belongs with (an upload: the model's then)
+    example: int | None = DEFAULT_EXAMPLE  # which of those examples it is; None: an upload or a test image
+    walk: tuple | None = None  # (key, steps.Walk) of the Step-by-step tab's image
+    step_pictures: PictureCache = field(default_factory=PictureCache)  # that tab's pictures
+    looking: str = "explore"  # the tab looked at (a tab drawn from the Explore image follows it only then)
+    removal: tuple | None = None  # (key, removal.Study) of the Take-patches-away tab's image
+    hidden: set = field(default_factory=set)  # the patches hidden there
+    menu_note: str = ""  # why the chosen model could not be had, said until the visitor picks again
+
+    def forget_session_models(self):
+        for k in [k for k in self.models if k.startswith("session")]:
+            del self.models[k]
+        self.last = None
+        self.pictures.clear()
+        self.files.clear()
+        self.walk = None
+        self.step_pictures.clear()
+        self.removal = None
+
+    def release(self):
+        """Let go of everything this visitor holds (they left, or their state expired), and give the memory
+        back to the OS."""
+        held = bool(self.models)
+        self.models.clear()
+        self.last = None
+        self.pictures.clear()
+        self.files.clear()
+        self.walk = None
+        self.step_pictures.clear()
+        self.removal = None
+        if held:
+            memory.give_back()
+
+
+def visitor(state) -> Visitor:
+    """The visitor's state; for API callers and direct calls that pass none, a fresh one whose pictures go to
+    the shared reply files (nothing of it outlives the call, and no caller's files are another's)."""
+    return state if isinstance(state, Visitor) else Visitor(files=REPLIES)
+
+
+def follower(tab: str, redraw, pictures: int):
+    """(open_tab, follow) for a tab drawn from the Explore image by `redraw(image, model, a, b, state)`, which
+    answers `pictures` outputs, the state and a note. Opening the tab draws it (only what changed since it was
+    last drawn is sent) and keeps it up to date; `follow`, on a new image or model, redraws it only while it is
+    the tab looked at (otherwise nothing now: opening it draws it)."""
+
+    def open_tab(image, model_key, a, b, state):
+        v = visitor(state)
+        v.looking = tab
+        return redraw(image, model_key, a, b, v)
+
+    def follow(image, model_key, a, b, state):
+        v = visitor(state)
+        if v.looking != tab:
+            return (*[gr.skip()] * pictures, v, gr.skip())
+        return redraw(image, model_key, a, b, v)
+
+    return open_tab, follow
+
+
+def look_at(tab: str):
+    """The handler of a tab's select event for the tabs that draw nothing on opening."""
+
+    def look(state):
+        v = visitor(state)
+        v.looking = tab
+        return v
+
+    return look
+
+
+_by_session: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def remember(v: Visitor, request) -> Visitor:
+    """Note whose state this is, so that it can be freed the moment they leave (see `release_session`)."""
+    key = getattr(request, "session_hash", None)
+    if key:
+        _by_session[key] = v
+    return v
+
+
+def release_session(request: gr.Request = None):
+    """demo.unload's handler: a visitor closed or reloaded the page, so their models go now (Gradio would
+    keep a closed session's state for an hour)."""
+    v = _by_session.pop(getattr(request, "session_hash", None) or "", None)
+    if v is not None:
+        v.release()
+
+
+def release_state(value):
+    """gr.State's delete_callback: the state expired (VITVIZ_STATE_TTL_S after the visitor's last action)."""
+    if isinstance(value, Visitor):
+        value.release()
+
+
+class SharedModels:
+    """The menu's models (records, vitviz.models.loaded: what `loader` gives), each loaded once on first use and then
+    only read."""
+
+    def __init__(self, loader=load_model, retry_after: float = RETRY_LOAD_S):
+        self._loader, self._retry_after = loader, retry_after
+        self._models: dict[str, LoadedViT] = {}
+        self._failed: dict[str, tuple[float, str]] = {}  # key -> (when, the sentence to repeat)
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def get(self, key: str):
+        model = self._models.get(key)
+        if model is not None:
+            return model
+        with self._lock(key):
+            if key in self._models:
+                return self._models[key]
+            failed = self._failed.get(key)
+            if failed and time.monotonic() - failed[0] < self._retry_after:
+                raise RuntimeError(failed[1])
+            try:
+                with torch.inference_mode(False):  # weights must be usable by autograd later
+                    model = self._load(key)
+            except (checkpoint.CheckpointError, RuntimeError, OSError, ValueError) as e:
+                self._failed[key] = (time.monotonic(), str(e))
+                raise RuntimeError(str(e)) from None
+            self._failed.pop(key, None)
+            self._models[key] = model
+            self._forget_typed(keep=key)
+            return model
+
+    def _forget_typed(self, keep: str):
+        """At most VITVIZ_TYPED_MODELS models typed by name stay loaded besides the menu's (the oldest goes; a
+        visitor using it keeps their reference until they pick again)."""
+        typed = [k for k in self._models if k not in SHARED and k != keep]
+        for k in typed[: max(0, len(typed) + 1 - int(limits.get("VITVIZ_TYPED_MODELS")))]:
+            del self._models[k]
+
+    def _load(self, key: str):
+        """A shipped model from the loader; "<key>/random-head" or "/random-all": a copy of <key> with its head or
+        every weight randomised (vitviz.explain.sanity), for the sanity check."""
+        base, _, kind = key.partition("/random-")
+        return randomised(self.get(base), kind) if kind else self._loader(key)
+
+    def is_loaded(self, key: str) -> bool:
+        return key in self._models
+
+
+MODELS = SharedModels()
+
+
+def typed_key(key) -> str:
+    """The menu's key for what a visitor chose or typed: a timm name typed bare gets its "timm/"."""
+    key = str(key or "cifar10").strip()
+    if key in SHARED or key in ("session", "upload") or key.startswith("session@") or not TYPED.match(key):
+        return key
+    return key if key.startswith("timm/") else f"timm/{key}"
+
+
+def title_of(key: str) -> str:
+    return SHARED.get(key) or f"timm model {key.removeprefix('timm/')}"
+
+
+def resolve_model(key: str, state=None):
+    """The model a visitor chose (a menu entry, or any timm ViT's name typed into it); a gr.Error with a plain
+    sentence when it cannot be had."""
+    key = typed_key(key)
+    if key in ("session", "upload") or key.startswith("session@"):
+        model = visitor(state).models.get(key)
+        if model is None:
+            raise gr.Error(
+                "No model trained in this session yet: start a run in the Train tab, then press 'Explore this model'."
+                if key.startswith("session")
+                else "No checkpoint uploaded yet: add its .safetensors and .json files above."
+            )
+        return model
+    if key not in SHARED and not key.startswith("timm/"):
+        raise gr.Error(
+            f"Unknown model {key[:40]!r}: choose one from the menu, or type a timm ViT's name "
+            "(e.g. deit_tiny_patch16_224.fb_in1k)."
+        )
+    try:
+        return MODELS.get(key)
+    except RuntimeError as e:
+        raise gr.Error(f"The {title_of(key)} could not be loaded: {e}") from None
+
+
+def upload_checkpoint(files, state=None, request: gr.Request = None):
+    """Load an uploaded checkpoint (two files) into the visitor's state; it becomes the chosen model. A file that
+    cannot be used gets a sentence for the note beside the upload, and the menu stays as it was."""
+    v = remember(visitor(state), request)
+    paths = [f if isinstance(f, str) else getattr(f, "name", None) or f.get("path") for f in (files or [])]
+    weights = [p for p in paths if str(p).endswith(".safetensors")]
+    metas = [p for p in paths if str(p).endswith(".json")]
+    if len(weights) != 1 or len(metas) != 1:
+        return ("⚠️ Upload two files together: the weights (.safetensors) and the description (.json).", v, gr.skip())
+    try:
+        model = checkpoint.load_pair(weights[0], metas[0])
+    except checkpoint.CheckpointError as e:
+        return f"⚠️ That checkpoint could not be loaded: {e}.", v, gr.skip()
+    v.models["upload"] = loaded(model)
+    v.last = None
+    cfg = model.card.config
+    msg = (
+        f"Loaded **{os.path.basename(weights[0])}**: {cfg.image_size}x{cfg.image_size}, patch {cfg.patch_size}, "
+        f"depth {cfg.depth}, {cfg.num_heads} heads, {cfg.num_classes} classes."
+    )
+    return msg, v, "upload"

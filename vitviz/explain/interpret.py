@@ -1,0 +1,341 @@
+"""What the ViT attends to: pure functions, tensors in and tensors out.
+
+Shapes: B images, L layers, H heads, N = K + P tokens: K prefix tokens (CLS first,
+then a distillation token or registers, if any) and P patches on a g x g grid. Every
+function here works on our ViT, on torchvision's VisionTransformer (vitviz.models.tv_vit's
+adapter) and on timm's (vitviz.models.timm_vit's). A function that gets attention alone takes
+`prefix` (K, 1 by default); one that gets the model asks it (`num_prefix`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from vitviz.models.loaded import eval_mode, loaded
+from vitviz.runtime.device import bf16_available
+
+
+def num_prefix(model) -> int:
+    """K: how many tokens come before the patches (1 for CLS alone; 2 with DeiT's distillation token; 1 + the
+    registers for DINOv2 with registers)."""
+    return loaded(model).layout.num_prefix
+
+
+def classify(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Logits from (B, N, D) tokens as the model's final norm and head read them (its CLS token, or what its
+    head pools), as if the model stopped where these tokens are."""
+    return loaded(model).classify(tokens)
+
+
+def intermediates(model, x: torch.Tensor, grad: bool = False) -> dict:
+    """One eval-mode pass that returns everything it computed, from this call alone (LoadedViT's
+    forward_intermediates). No hook goes on the model and nothing is kept on it, so any number of threads can
+    share one model."""
+    return loaded(model).forward_intermediates(x, grad)
+
+
+def forward_with_attention(model, x: torch.Tensor, grad: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(logits (B, C), [L x (B, H, N, N)]) in eval mode. With grad=True the attention stays in the graph."""
+    out = intermediates(model, x, grad)
+    return out["logits"], out["attn"]
+
+
+def attention_maps(model, x: torch.Tensor) -> torch.Tensor:
+    """Softmax attention of every layer and head: (B, L, H, N, N). Leaves the model as it was."""
+    if x.ndim != 4:
+        raise ValueError(f"expected a (B, C, H, W) batch, got shape {tuple(x.shape)}")
+    _, attn = forward_with_attention(model, x)
+    return torch.stack(attn, dim=1).float()
+
+
+def fuse_heads(attn: torch.Tensor, head_fusion: str = "mean") -> torch.Tensor:
+    """(..., H, N, N) -> (..., N, N) by the mean, max or min over heads."""
+    if head_fusion == "mean":
+        return attn.mean(-3)
+    if head_fusion == "max":
+        return attn.amax(-3)
+    if head_fusion == "min":
+        return attn.amin(-3)
+    raise ValueError(f"head_fusion must be mean, max or min, not {head_fusion!r}")
+
+
+def attention_rollout(
+    attn: torch.Tensor, head_fusion: str = "mean", discard_ratio: float = 0.0, all_layers: bool = False
+) -> torch.Tensor:
+    """Attention rollout (Abnar & Zuidema, 2020): (B, L, H, N, N) -> (B, N, N), or (B, L, N, N) with all_layers.
+
+    Per layer: fuse the heads; zero the weakest `discard_ratio` of the fused weights
+    (never a weight on the CLS token, column 0); add the identity for the residual
+    path; renormalise each row to sum to 1; then multiply through the layers,
+    R_l = A_l @ R_{l-1}. Every row of the result sums to 1.
+    """
+    if attn.ndim != 5:
+        raise ValueError(f"expected (B, L, H, N, N) attention, got shape {tuple(attn.shape)}")
+    if not 0.0 <= discard_ratio <= 1.0:
+        raise ValueError("discard_ratio must be between 0 and 1")
+    B, L, H, N, _ = attn.shape
+    a = fuse_heads(attn.float(), head_fusion)  # (B, L, N, N)
+    if discard_ratio > 0:
+        flat = a.flatten(2)  # (B, L, N*N)
+        protected = torch.zeros(N, N, dtype=torch.bool, device=a.device)
+        protected[:, 0] = True  # weights on the CLS token are kept
+        ranked = flat.masked_fill(protected.flatten(), float("inf"))
+        k = min(int(N * N * discard_ratio), N * N - N)
+        if k > 0:
+            _, drop = ranked.topk(k, dim=-1, largest=False)
+            flat = flat.scatter(-1, drop, 0.0)
+        a = flat.view(B, L, N, N)
+    eye = torch.eye(N, device=a.device, dtype=a.dtype)
+    a = a + eye
+    a = a / a.sum(-1, keepdim=True)
+    result = eye.expand(B, N, N)
+    layers = []
+    for layer in range(L):
+        result = a[:, layer] @ result  # (B, N, N)
+        layers.append(result)
+    return torch.stack(layers, dim=1) if all_layers else result
+
+
+def _targets(logits: torch.Tensor, target) -> torch.Tensor:
+    B = logits.shape[0]
+    if target is None:
+        return logits.argmax(-1)
+    t = torch.as_tensor(target, device=logits.device, dtype=torch.long)
+    t = t.expand(B) if t.ndim == 0 else t
+    if t.shape != (B,):
+        raise ValueError(f"target must be an int or a ({B},) tensor")
+    if (t < 0).any() or (t >= logits.shape[-1]).any():
+        raise ValueError(f"target class out of range 0..{logits.shape[-1] - 1}")
+    return t
+
+
+def gradient_rollout(model, x: torch.Tensor, target=None) -> torch.Tensor:
+    """Class-specific relevance (Chefer, Gur & Wolf, ICCV 2021): (B, C, H, W) -> (B, P).
+
+    Per layer A_bar = mean over heads of max(0, dy_t/dA * A); R starts at the
+    identity and R <- R + A_bar @ R; the map is R[CLS, patches]. `target` None
+    means the predicted class; an int or a (B,) tensor picks the class.
+    """
+    logits, attns = forward_with_attention(model, x, grad=True)
+    t = _targets(logits, target)
+    score = logits.gather(1, t[:, None]).sum()
+    return _relevance(attns, _grad(score, attns), num_prefix(model))
+
+
+def _grad(score: torch.Tensor, attns: list[torch.Tensor], retain: bool = False) -> list[torch.Tensor]:
+    """d score / d attention for each layer (`retain`: keep the graph for another gradient).
+
+    torchvision's MultiheadAttention returns its weights as a view made after they
+    were used, so the gradient is taken at the view's base (the tensor the output
+    was computed from) and reshaped.
+    """
+    targets = [a._base if a._base is not None and a._base.numel() == a.numel() else a for a in attns]
+    return [g.view_as(a) for g, a in zip(torch.autograd.grad(score, targets, retain_graph=retain), attns)]
+
+
+def _relevance(attns: list[torch.Tensor], grads, prefix: int = 1) -> torch.Tensor:
+    """R[CLS, patches] (B, P) from per-layer attention and its gradient."""
+    B, _, N, _ = attns[0].shape
+    R = torch.eye(N, device=attns[0].device).expand(B, N, N)
+    for a, g in zip(attns, grads):
+        a_bar = (g.float() * a.detach().float()).clamp(min=0).mean(1)  # (B, N, N)
+        R = R + a_bar @ R
+    return R[:, 0, prefix:].detach()
+
+
+def grid_side(num_patches: int) -> int:
+    g = math.isqrt(num_patches)
+    if g * g != num_patches:
+        raise ValueError(f"{num_patches} patches do not form a square grid")
+    return g
+
+
+def patch_centers(g: int, patch_size: float, device=None) -> torch.Tensor:
+    """(P, 2) pixel coordinates (row, col) of the patch centres, row-major."""
+    idx = torch.arange(g, device=device, dtype=torch.float32)
+    rr, cc = torch.meshgrid(idx, idx, indexing="ij")
+    return (torch.stack([rr.flatten(), cc.flatten()], -1) + 0.5) * patch_size
+
+
+def mean_attention_distance(attn: torch.Tensor, patch_size: float, prefix: int = 1) -> torch.Tensor:
+    """(B, L, H, N, N) -> (L, H): attention-weighted distance in pixels from each query patch to the
+    key patches (prefix tokens left out, weights renormalised over patches), averaged over queries and images
+    (the ViT paper's Figure 7, right)."""
+    P = attn.shape[-1] - prefix
+    g = grid_side(P)
+    c = patch_centers(g, patch_size, attn.device)
+    dist = torch.cdist(c, c)  # (P, P)
+    w = attn[..., prefix:, prefix:].float()
+    w = w / w.sum(-1, keepdim=True).clamp_min(1e-12)
+    return (w * dist).sum(-1).mean(dim=(0, -1))  # (B, L, H, P) -> (L, H)
+
+
+def pos_embed_similarity(model) -> torch.Tensor:
+    """(P, P) cosine similarity between the patch positions' learned embeddings (prefix tokens left out: the
+    patches' positions are the last P in every family)."""
+    v = loaded(model)
+    pe = v.adapter.pos_embed.detach()[0, -v.layout.num_patches :].float()  # (P, D)
+    pe = pe / pe.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return (pe @ pe.T).clamp(-1, 1)
+
+
+def patch_embed_components(model, k: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k principal components of the patch-embedding filters (Figure 7, left).
+
+    Returns (components (k, C, p, p), each scaled to [0, 1] for display; explained variance ratio (k,)).
+    """
+    w = loaded(model).adapter.patch_embed.proj.weight.detach().float()  # (D, C, p, p)
+    D = w.shape[0]
+    flat = w.reshape(D, -1)
+    flat = flat - flat.mean(0, keepdim=True)
+    _, s, vh = torch.linalg.svd(flat, full_matrices=False)
+    k = max(1, min(k, vh.shape[0]))
+    comps = vh[:k].reshape(k, *w.shape[1:])
+    lo = comps.flatten(1).amin(1).view(k, 1, 1, 1)
+    hi = comps.flatten(1).amax(1).view(k, 1, 1, 1)
+    var = s**2
+    return (comps - lo) / (hi - lo).clamp_min(1e-12), (var[:k] / var.sum().clamp_min(1e-12))
+
+
+def patch_attention(attn: torch.Tensor, patch: int, prefix: int = 1) -> torch.Tensor:
+    """(B, L, H, N, N) -> (B, L, H, P): attention from patch `patch` (0-based, row-major) to every patch."""
+    P = attn.shape[-1] - prefix
+    if not 0 <= patch < P:
+        raise ValueError(f"patch must be in 0..{P - 1}")
+    return attn[..., prefix + patch, prefix:]
+
+
+def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
+    """One forward and one backward pass for what the Explore view draws: logits (B, C), the explained
+    class (B,), attention (B, L, H, N, N), gradient rollout (B, P) and the logit lens (B, L, C). Rollout and
+    distances are cheap functions of the attention; the caller computes the ones it shows."""
+    out = intermediates(model, x, grad=True)
+    logits, attns, seen = out["logits"], out["attn"], out["tokens"]
+    t = _targets(logits, target)
+    grads = _grad(logits.gather(1, t[:, None]).sum(), attns)
+    return {
+        "logits": logits.detach().float(),
+        "target": t,
+        "attn": torch.stack([a.detach() for a in attns], 1).float(),
+        "grad_rollout": _relevance(attns, grads, num_prefix(model)),
+        "lens": lens(model, torch.stack([o.detach() for o in seen], 1)),  # the same pass's logit lens
+        "norms": torch.stack([o.detach().float().norm(dim=-1) for o in seen], 1),
+    }
+
+
+# ---------------------------------------------------------------- occlusion and token norms
+
+
+def hide_patches(x: torch.Tensor, hidden: torch.Tensor, patch: int) -> torch.Tensor:
+    """`x` (B, C, H, W) with the patches where `hidden` (B, P) is true set to the data set's mean colour (0 in
+    the normalised input)."""
+    B, _, H, W = x.shape
+    keep = (~hidden).to(x.dtype).view(B, 1, H // patch, W // patch)
+    return x * keep.repeat_interleave(patch, 2).repeat_interleave(patch, 3)
+
+
+@torch.no_grad()
+def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256, bf16: bool | None = None) -> torch.Tensor:
+    """How much the target class's probability falls when one patch is hidden: (B, C, H, W) -> (B, P).
+
+    A hidden patch is set to the data set's mean colour (`hide_patches`). `target` None means the predicted
+    class. All B x P occluded images run as batches of `batch_size`, in bf16 where the device has bf16 units
+    (`bf16` None) or when asked (True), in fp32 otherwise (False: the exact path). The unoccluded image runs in
+    the same precision as the occluded ones, so that rounding never shows up as a patch's effect."""
+    patch = loaded(model).layout.patch_size
+    B, _, H, W = x.shape
+    P = (H // patch) * (W // patch)
+    low = bf16_available(x.device) if bf16 is None else bf16
+
+    def probs_of(images: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=low):
+            return model(images).float().softmax(-1)
+
+    with eval_mode(model):
+        probs = probs_of(x)
+        t = _targets(probs, target)
+        base = probs.gather(1, t[:, None])[:, 0]  # (B,)
+        hidden = torch.empty(B * P)
+        for start in range(0, B * P, batch_size):
+            k = torch.arange(start, min(start + batch_size, B * P), device=x.device)  # image k // P, patch k % P
+            one = torch.nn.functional.one_hot(k % P, P).bool()
+            out = probs_of(hide_patches(x[k // P], one, patch))
+            hidden[start : start + len(k)] = out.gather(1, t[k // P, None])[:, 0].cpu()
+    return base.cpu()[:, None] - hidden.view(B, P)
+
+
+def legrad(model, x: torch.Tensor, target=None) -> torch.Tensor:
+    """LeGrad (Bousselham et al., 2024): (B, C, H, W) -> (B, P), each image's map scaled to 0..1.
+
+    For every layer l the CLS token after block l goes through the final norm and head, as if the model
+    stopped there; s_l is the target class's logit. The gradient of s_l with respect to layer l's attention
+    (B, H, N, N), its positive part averaged over heads and over query tokens, gives each key token's
+    sensitivity; the patches' values are summed over the layers and min-max scaled per image (all zeros
+    when nothing depends on the patches). `target` None: the predicted class."""
+    out = intermediates(model, x, grad=True)
+    logits, attns, K = out["logits"], out["attn"], num_prefix(model)
+    t = _targets(logits, target)
+    total = torch.zeros(x.shape[0], attns[0].shape[-1] - K, device=x.device)
+    with torch.enable_grad():  # the final norm and head on each block's CLS token, in the same graph
+        for layer, (tokens, a) in enumerate(zip(out["tokens"], attns)):
+            s = classify(model, tokens).gather(1, t[:, None]).sum()
+            g = _grad(s, [a], retain=layer < len(attns) - 1)[0]
+            total += g.float().clamp(min=0).mean(dim=(1, 2))[:, K:]
+    lo, hi = total.amin(1, keepdim=True), total.amax(1, keepdim=True)
+    return ((total - lo) / (hi - lo).clamp_min(1e-30) * (hi > lo)).detach()
+
+
+@torch.no_grad()
+def token_norms(model, x: torch.Tensor) -> torch.Tensor:
+    """The L2 norm of every token after each block: (B, C, H, W) -> (B, L, N), CLS first. Large ViTs grow a
+    few high-norm tokens that dominate attention (Darcet et al., 2024, "Vision Transformers Need Registers")."""
+    return torch.stack([t.float().norm(dim=-1) for t in intermediates(model, x)["tokens"]], 1)
+
+
+OUTLIER_RATIO = 2.5
+
+
+def norm_outliers(norms: torch.Tensor, ratio: float = OUTLIER_RATIO, prefix: int = 1) -> list[tuple[int, int, float]]:
+    """High-norm patch tokens in one image's (L, N) token norms: (layer, patch, norm / the layer's median
+    patch norm) for every patch at least `ratio` times that median, 0-based, largest first. The prefix tokens
+    (CLS, registers) are left out: their norms differ by design."""
+    patches = norms[:, prefix:].float()
+    times = patches / patches.median(-1, keepdim=True).values.clamp_min(1e-12)
+    layer, patch = torch.nonzero(times >= ratio, as_tuple=True)
+    found = [(int(a), int(b), float(times[a, b])) for a, b in zip(layer, patch)]
+    return sorted(found, key=lambda f: -f[2])
+
+
+def walk(model, x: torch.Tensor) -> dict:
+    """One image batch through the model, stage by stage, with the real tensors (eval mode, no gradients):
+    'patches' (B, P, D) the patch embedding's output; 'tokens' (B, N, D) CLS prepended and the positional
+    embedding added, as the first block receives them; 'blocks' (B, L, N, D) each block's output; 'attn'
+    (B, L, H, N, N); 'logits' (B, C)."""
+    out = intermediates(model, x)
+    return {
+        "patches": out["patches"].float(),
+        "tokens": out["input"].float(),
+        "blocks": torch.stack(out["tokens"], 1).float(),
+        "attn": torch.stack(out["attn"], 1).float(),
+        "logits": out["logits"].float(),
+    }
+
+
+def lens(model, blocks: torch.Tensor) -> torch.Tensor:
+    """(B, L, N, D) block outputs -> (B, L, C) class probabilities: each block's tokens through the model's
+    final norm and head (what the model would predict if it stopped there)."""
+    dtype = loaded(model).dtype
+    with torch.no_grad():
+        return (
+            torch.stack([classify(model, blocks[:, i].to(dtype)) for i in range(blocks.shape[1])], 1)
+            .float()
+            .softmax(-1)
+        )
+
+
+def logit_lens(model, x: torch.Tensor) -> torch.Tensor:
+    """The logit lens: (B, C, H, W) -> (B, L, C) class probabilities after each block. The last layer's is the
+    model's own prediction. Works for our ViT and torchvision's."""
+    return lens(model, walk(model, x)["blocks"])

@@ -1,0 +1,144 @@
+"""Every map vitviz can draw over the patches, by name, and the test of a map: the deletion curve.
+
+A method turns (model, x, target) into one value per patch, (B, P); higher means more
+relevant. `relevance` runs one by name; the Explore, Compare and "Take patches away"
+views, the faithfulness and sanity benchmarks and the tests all go through it, so a
+method added here is selectable everywhere a map is shown.
+
+The deletion curve (RISE, Petsiuk et al., 2018) hides patches most relevant first with
+the data set's mean colour (0 in the normalised input) and follows the probability of
+the explained class: a faithful map makes it fall fast, so a lower area under the curve
+is better. Insertion reveals patches on an all-mean image in the same order (higher is
+better).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vitviz.explain import interpret as I
+from vitviz.models.loaded import eval_mode, loaded
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    what: str  # what a value is, for the colour bar ({cls}: the explained class)
+    about: str  # one sentence for the line under the picture
+    class_specific: bool  # whether it explains a class (else it is the same for every class)
+
+
+METHODS = {
+    m.name: m
+    for m in (
+        Method(
+            "gradient rollout",
+            "relevance to '{cls}'",
+            "Attention weighted by the class score's gradient, positive part, rolled through the layers "
+            "(Chefer et al., 2021).",
+            True,
+        ),
+        Method(
+            "LeGrad",
+            "sensitivity of '{cls}', scaled 0..1",
+            "How much the class score, read after each layer, rises with each patch's attention, summed over "
+            "the layers (Bousselham et al., 2024).",
+            True,
+        ),
+        Method(
+            "occlusion",
+            "fall in the probability of '{cls}'",
+            "How much the class probability falls when that one patch is replaced by the data set's mean "
+            "colour: the plainest causal test.",
+            True,
+        ),
+        Method(
+            "attention rollout",
+            "rolled-out attention from CLS",
+            "Attention from CLS multiplied through every layer (Abnar & Zuidema, 2020); the same for every class.",
+            False,
+        ),
+        Method(
+            "last-layer attention",
+            "attention weight from CLS",
+            "The last layer's attention from CLS, averaged over its heads; the same for every class.",
+            False,
+        ),
+    )
+}
+CLASS_MAPS = ("gradient rollout", "LeGrad", "occlusion")  # the Explore view's class map offers these
+RANDOM = "random order"  # the baseline every deletion curve is drawn against
+
+
+def relevance(model, x: torch.Tensor, method: str, target=None) -> torch.Tensor:
+    """(B, P) values of `method` for the images `x` and class `target` (None: the predicted class)."""
+    if method == "gradient rollout":
+        return I.gradient_rollout(model, x, target)
+    if method == "LeGrad":
+        return I.legrad(model, x, target)
+    if method == "occlusion":
+        return I.occlusion(model, x, target)
+    if method == "attention rollout":
+        return I.attention_rollout(I.attention_maps(model, x))[:, 0, I.num_prefix(model) :]
+    if method == "last-layer attention":
+        return I.attention_maps(model, x)[:, -1, :, 0, I.num_prefix(model) :].mean(1)
+    raise ValueError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+
+
+def forward_gflop(cfg) -> float:
+    """About how many GFLOP one image's forward pass costs (matmuls and attention; the rest is small)."""
+    N, D, L = 1 + cfg.num_patches, cfg.embed_dim, cfg.depth
+    hidden = int(D * cfg.mlp_ratio)
+    per_layer = 2 * N * (4 * D * D + 2 * D * hidden) + 4 * N * N * D
+    return (L * per_layer + 2 * cfg.num_patches * D * cfg.in_chans * cfg.patch_size**2) / 1e9
+
+
+def random_relevance(batch: int, patches: int, seed: int = 0) -> torch.Tensor:
+    return torch.rand(batch, patches, generator=torch.Generator().manual_seed(seed))
+
+
+def ranks(relevance: torch.Tensor) -> torch.Tensor:
+    """(B, P) rank of each patch, 0 for the most relevant (ties: the lower patch number first)."""
+    order = relevance.argsort(dim=1, descending=True, stable=True)
+    out = torch.empty_like(order)
+    out.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
+    return out
+
+
+def hide(model, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """`x` with the patches where `hidden` (B, P) is true set to the mean colour (interpret.hide_patches, at
+    the model's patch size)."""
+    return I.hide_patches(x, hidden, loaded(model).card.config.patch_size)
+
+
+@torch.no_grad()
+def curves(
+    model,
+    x: torch.Tensor,
+    relevance: torch.Tensor,
+    target: torch.Tensor,
+    steps: int = 16,
+    insertion: bool = False,
+    batch_size: int = 512,
+) -> torch.Tensor:
+    """(B, steps + 1) probability of `target` (B,) as the patches are hidden (or, `insertion`, revealed)
+    most relevant first, after 0, 1/steps, ..., all of them."""
+    B, P = relevance.shape
+    r = ranks(relevance)
+    counts = [round(k * P / steps) for k in range(steps + 1)]
+    chosen = torch.stack([r < n for n in counts], 1)  # (B, K, P): the patches taken at each step
+    hidden = ~chosen if insertion else chosen
+    xs = x[:, None].expand(B, len(counts), *x.shape[1:]).reshape(-1, *x.shape[1:])
+    masked = hide(model, xs, hidden.reshape(-1, P))
+    with eval_mode(model):
+        probs = torch.cat(
+            [model(masked[i : i + batch_size]).float().softmax(-1) for i in range(0, len(masked), batch_size)]
+        )
+    return probs.view(B, len(counts), -1).gather(2, target.view(B, 1, 1).expand(B, len(counts), 1))[..., 0]
+
+
+def auc(c: torch.Tensor) -> torch.Tensor:
+    """Area under (B, K) curves over the fraction of patches, 0..1."""
+    return torch.trapezoid(c, dx=1.0 / (c.shape[1] - 1), dim=1)

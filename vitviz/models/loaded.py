@@ -1,0 +1,153 @@
+"""One record of a loaded model, whatever its family: what every explaining function asks.
+
+`loaded(model)` gives the `LoadedViT` of a module (our ViT, torchvision's, timm's) or hands a
+record back as it is. It holds the module, its card (vitviz.models.card), its device, its family's
+adapter and the token layout: the prefix tokens before the patches, by name (CLS, then a
+distillation token or registers), and the patch grid. Its `forward_intermediates` returns every
+block's tokens and per-head attention from that call alone; `classify` reads logits off any
+block's tokens; `eval_mode` runs a block in eval mode without writing to a model already in it.
+
+The record is built per call (an adapter holds only references), so nothing is kept on the
+module. Each family's particulars live in its adapter: vitviz.models.vit (ours), vitviz.models.tv_vit,
+vitviz.models.timm_vit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vitviz.models.card import ModelCard, card_of
+
+
+@dataclass(frozen=True)
+class TokenLayout:
+    prefix: tuple[str, ...]  # the tokens before the patches, by name: ("CLS",), ("CLS", "distillation"), ...
+    grid: tuple[int, int]  # patch rows x columns
+    patch_size: int  # pixels
+
+    @property
+    def num_prefix(self) -> int:
+        return len(self.prefix)
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid[0] * self.grid[1]
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prefix + self.num_patches
+
+    def counted(self) -> str:
+        """The prefix tokens in words, registers counted: "CLS", "CLS + distillation", "CLS + 4 registers"."""
+        registers = sum(name.startswith("register") for name in self.prefix)
+        named = [name for name in self.prefix if not name.startswith("register")]
+        return " + ".join(named + ([f"{registers} register{'s' * (registers > 1)}"] if registers else []))
+
+    def name(self, token: int) -> str:
+        """What token `token` (0-based, prefix first) is: "CLS", "register 2", "patch 17"."""
+        return self.prefix[token] if token < self.num_prefix else f"patch {token - self.num_prefix}"
+
+
+class eval_mode:
+    """Run a block in eval mode. A model in eval mode already (every model the app shares) is not written to, so
+    concurrent requests never race on it; one in training mode (a run's own, in its thread) is switched back."""
+
+    def __init__(self, module):
+        self.module = module_of(module)
+        self.was = self.module.training
+
+    def __enter__(self):
+        if self.was:
+            self.module.eval()
+
+    def __exit__(self, *exc):
+        if self.was:
+            self.module.train(True)
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedViT:
+    module: torch.nn.Module  # the network
+    card: ModelCard  # what it is: config, classes, normalisation, record
+    adapter: object  # its family's names: blocks, norm, head, patch_embed, pos_embed, forward_intermediates
+    layout: TokenLayout
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.module.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.module.parameters()).dtype
+
+    @property
+    def input_size(self) -> tuple[int, int]:
+        s = self.card.config.image_size
+        return s, s
+
+    @property
+    def mean(self) -> tuple[float, ...]:
+        return self.card.mean
+
+    @property
+    def std(self) -> tuple[float, ...]:
+        return self.card.std
+
+    @property
+    def blocks(self):
+        return self.adapter.blocks
+
+    @property
+    def norm(self) -> torch.nn.Module:
+        return self.adapter.norm
+
+    @property
+    def head(self) -> torch.nn.Module | None:
+        """The classifier, or None for a model without one (DINO, DINOv2)."""
+        return self.adapter.head if self.card.config.num_classes else None
+
+    def embeddings(self) -> list[torch.nn.Parameter]:
+        """The learned tokens and positions: CLS (and distillation or register tokens), the positional embedding."""
+        return list(self.adapter.embeddings())
+
+    def forward_intermediates(self, x: torch.Tensor, grad: bool = False) -> dict:
+        """One eval-mode pass: 'logits' (B, C), 'attn' [L x (B, H, N, N)], 'tokens' [L x (B, N, D)] each block's
+        output, 'patches' (B, P, D), 'input' (B, N, D) what the first block receives. N counts every prefix
+        token. With grad=True it all stays in the graph."""
+        with eval_mode(self.module), torch.set_grad_enabled(grad):
+            return self.adapter.forward_intermediates(x, return_attention=True)
+
+    def classify(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits from (B, N, D) tokens as the final norm and head read them."""
+        return self.adapter.classify(tokens)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        with eval_mode(self.module):
+            return self.module(x)
+
+
+def module_of(model) -> torch.nn.Module:
+    """The network of a record, or the module itself: for what works on weights (saving, copying, training)."""
+    return model.module if isinstance(model, LoadedViT) else model
+
+
+def loaded(model) -> LoadedViT:
+    """The record of `model` (a module of a supported family, or a record, handed back)."""
+    if isinstance(model, LoadedViT):
+        return model
+    from vitviz.models.timm_vit import TimmAdapter, is_timm_vit
+    from vitviz.models.tv_vit import TorchvisionAdapter, is_torchvision_vit
+
+    card = card_of(model)
+    if is_torchvision_vit(model):
+        adapter = TorchvisionAdapter(model)
+    elif is_timm_vit(model):
+        adapter = TimmAdapter(model)
+    else:
+        adapter = model  # our ViT has the names itself
+    cfg = card.config
+    return LoadedViT(
+        model, card, adapter, TokenLayout(tuple(adapter.prefix_names()), (cfg.grid_size, cfg.grid_size), cfg.patch_size)
+    )

@@ -1,0 +1,249 @@
+"""The Vision Transformer (Dosovitskiy et al., 2021) and its config.
+
+Conv patch embedding, a CLS token, learned positional embeddings, pre-norm
+blocks, a final LayerNorm and a linear head that returns logits. Attention runs
+through F.scaled_dot_product_attention; with ``return_attention=True`` the same
+weights run through an explicit softmax and every layer's attention comes back
+as a (B, L, H, N, N) tensor, N = 1 + patches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class ViTConfig:
+    image_size: int = 32  # input height and width in pixels
+    in_chans: int = 3  # 3 for RGB, 1 for greyscale
+    patch_size: int = 4  # side of a square patch; must divide image_size
+    embed_dim: int = 192  # token width D
+    depth: int = 6  # number of transformer blocks L
+    num_heads: int = 3  # attention heads H per block
+    mlp_ratio: float = 2.0  # MLP hidden width = mlp_ratio * embed_dim
+    num_classes: int = 10  # size of the head's output (0: no classifier, as DINO's backbones)
+    dropout: float = 0.0  # dropout after embeddings, attention projection and MLP
+
+    def __post_init__(self):
+        if self.image_size % self.patch_size:
+            raise ValueError(f"patch_size {self.patch_size} does not divide image_size {self.image_size}")
+        if self.embed_dim % self.num_heads:
+            raise ValueError(f"num_heads {self.num_heads} does not divide embed_dim {self.embed_dim}")
+        if (
+            min(self.image_size, self.in_chans, self.patch_size, self.embed_dim, self.depth, self.num_heads) < 1
+            or self.num_classes < 0
+            or self.mlp_ratio <= 0
+        ):
+            raise ValueError("all sizes must be positive")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError("dropout must be in [0, 1)")
+
+    @property
+    def grid_size(self) -> int:
+        return self.image_size // self.patch_size
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid_size**2
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ViTConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown model config fields: {sorted(unknown)}")
+        return cls(**d)
+
+
+# Named presets: overrides of the defaults above (timm's model_args style).
+PRESETS: dict[str, dict] = {
+    # The CIFAR-10 tutorial's model in shared/seeds: dim 256, depth 4, heads 4, MLP 128.
+    "seed": dict(embed_dim=256, depth=4, num_heads=4, mlp_ratio=0.5, dropout=0.2),
+    # Small enough to train live on 2 CPU cores and still learn in minutes.
+    "tiny": dict(embed_dim=128, depth=4, num_heads=4, mlp_ratio=2.0),
+    # The Train tab's quick run on a CPU: narrow, so it sees the most images in 3 minutes.
+    "quick": dict(embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0),
+    # The shipped CIFAR-10 model.
+    "cifar": dict(embed_dim=192, depth=6, num_heads=6, mlp_ratio=2.0),
+    # The shipped MNIST model: 28x28 greyscale, patch 4, a 7x7 grid.
+    "mnist": dict(image_size=28, in_chans=1, embed_dim=96, depth=4, num_heads=4, mlp_ratio=2.0),
+}
+
+
+def make_config(preset: str = "tiny", **overrides) -> ViTConfig:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
+    return ViTConfig(**{**PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}})
+
+
+class Dropout(nn.Module):
+    """Inverted dropout. On the CPU the mask is cut from random 64-bit words, 7 bytes a word, so the
+    generator runs once per 7 elements: torch's per-element bernoulli_ took 40% of a training step
+    there. The drop probability is rounded to a multiple of 1/256 (0.2 -> 51/256)."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        if x.device.type != "cpu":
+            return F.dropout(x, self.p, True)
+        n = x.numel()
+        words = torch.empty((n + 6) // 7, dtype=torch.int64, device=x.device).random_()  # 63 random bits each
+        rand = words.view(torch.uint8).view(-1, 8)[:, :7].reshape(-1)[:n].view(x.shape)  # uniform bytes
+        cut = round(self.p * 256)
+        return torch.where(rand >= cut, x * (256 / (256 - cut)), 0.0)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, num_heads: int, dropout: float):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim**-0.5
+        self.qkv = nn.Linear(dim, 3 * dim)  # projections for all heads, in one batch
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
+        B, N, D = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # each (B, H, N, hd)
+        attn = None
+        if return_attention:
+            attn = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)  # (B, H, N, N)
+            x = attn @ v
+        elif x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # The CPU flash kernel's bf16 backward is several times slower than its fp32 one.
+            with torch.autocast("cpu", enabled=False):
+                x = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+        else:
+            x = F.scaled_dot_product_attention(q, k, v)
+        x = x.transpose(1, 2).reshape(B, N, D)  # (B, H, N, hd) -> (B, N, D)
+        return self.proj_drop(self.proj(x)), attn
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim: int, hidden: int, dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim)
+        self.drop = Dropout(dropout)
+
+    def forward(self, x):
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ViTConfig):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.embed_dim)
+        self.attn = Attention(cfg.embed_dim, cfg.num_heads, cfg.dropout)
+        self.norm2 = nn.LayerNorm(cfg.embed_dim)
+        self.mlp = Mlp(cfg.embed_dim, int(cfg.embed_dim * cfg.mlp_ratio), cfg.dropout)
+
+    def forward(self, x, return_attention: bool = False):
+        y, attn = self.attn(self.norm1(x), return_attention)
+        x = x + y
+        x = x + self.mlp(self.norm2(x))
+        return x, attn
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, cfg: ViTConfig):
+        super().__init__()
+        self.proj = nn.Conv2d(cfg.in_chans, cfg.embed_dim, kernel_size=cfg.patch_size, stride=cfg.patch_size)
+
+    def forward(self, x):
+        return self.proj(x).flatten(2).transpose(1, 2)  # (B, D, h, w) -> (B, N, D)
+
+
+class ViT(nn.Module):
+    """The network only. What it was trained on (classes, normalisation, record) is its card:
+    vitviz.models.card.describe attaches one, vitviz.models.card.card_of reads it."""
+
+    def __init__(self, config: ViTConfig):
+        super().__init__()
+        self.config = config
+        D = config.embed_dim
+        self.patch_embed = PatchEmbed(config)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + config.num_patches, D))
+        self.pos_drop = Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.depth))
+        self.norm = nn.LayerNorm(D)
+        self.head = nn.Linear(D, config.num_classes)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        nn.init.trunc_normal_(self.cls_token, std=0.02)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+        w = self.patch_embed.proj.weight
+        nn.init.xavier_uniform_(w.view(w.shape[0], -1))
+        nn.init.zeros_(self.patch_embed.proj.bias)
+        nn.init.zeros_(self.head.weight)
+
+    def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
+        """Run the model and return what it computed on the way, from this call alone:
+        {'logits': (B, C), 'attn': [L x (B, H, N, N)] or None, 'patches': (B, P, D) the patch embedding,
+        'input': (B, N, D) the tokens the first block receives, 'tokens': [L x (B, N, D)] each block's output}.
+
+        Nothing is kept on the module, so concurrent calls never see each other's tensors. The attention
+        tensors are part of the autograd graph (gradient rollout and LeGrad take gradients with respect to them).
+        """
+        B = x.shape[0]
+        patches = self.patch_embed(x)  # (B, P, D)
+        x = torch.cat([self.cls_token.expand(B, -1, -1), patches], dim=1) + self.pos_embed  # (B, N, D)
+        x = self.pos_drop(x)
+        first, attns, tokens = x, [], []
+        for blk in self.blocks:
+            x, a = blk(x, return_attention)
+            attns.append(a)
+            tokens.append(x)
+        x = self.norm(x)
+        return {
+            "logits": self.head(x[:, 0]),
+            "attn": attns if return_attention else None,
+            "patches": patches,
+            "input": first,
+            "tokens": tokens,
+        }
+
+    num_prefix_tokens = 1  # CLS
+
+    def prefix_names(self) -> tuple[str, ...]:
+        return ("CLS",)
+
+    def embeddings(self) -> list[nn.Parameter]:
+        """The learned CLS token and positional embedding."""
+        return [self.cls_token, self.pos_embed]
+
+    def classify(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits from (B, N, D) tokens: the CLS token through the final norm and the head."""
+        return self.head(self.norm(tokens[:, 0]))
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
+        out = self.forward_intermediates(x, return_attention)
+        if return_attention:
+            return out["logits"], torch.stack(out["attn"], dim=1)  # (B, L, H, N, N)
+        return out["logits"]
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())

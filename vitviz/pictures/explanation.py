@@ -1,0 +1,301 @@
+"""From a model and an image to every picture a page shows: interpret, then render.
+
+The app's handlers call these; so do the tests and benchmarks. No Gradio here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vitviz.data.datasets import pixels_to_tensor, to_pixels
+from vitviz.explain import interpret as I
+from vitviz.models.loaded import loaded
+from vitviz.pictures import draw as R
+from vitviz.pictures import figures as FG
+from vitviz.pictures.panels import Scale, panel
+
+
+@dataclass
+class Explanation:
+    """One image through one model: what every Explore picture is drawn from."""
+
+    pixels: np.ndarray  # (H, W, C) uint8: what the model sees
+    probs: torch.Tensor  # (C,)
+    target: int  # the class gradient rollout explains
+    attn: torch.Tensor  # (L, H, N, N)
+    grad_rollout: torch.Tensor  # (P,)
+    lens: torch.Tensor  # (L, C) the logit lens: class probabilities after each block
+    norms: torch.Tensor  # (L, N) every token's L2 norm after each block
+    maps: dict = field(default_factory=dict)  # method name -> (P,) map for `target`, made on first use
+    prefix: int = 1  # the tokens before the patches: CLS, then distillation or register tokens
+    original: np.ndarray | None = None  # the visitor's image as uploaded (a thumbnail), before the crop
+    features: torch.Tensor | None = None  # (P, D) the patches' final features, for a model without a classifier
+
+    @property
+    def has_head(self) -> bool:
+        return self.features is None
+
+
+def original_thumbnail(image, box: int = 200) -> np.ndarray:
+    """The visitor's image as uploaded, EXIF-rotated, RGB, scaled to fit `box` x `box` (a small one enlarged, its
+    pixels kept sharp)."""
+    from PIL import Image, ImageOps
+
+    im = ImageOps.exif_transpose(image).convert("RGB")
+    scale = box / max(im.size)
+    size = (max(1, round(im.width * scale)), max(1, round(im.height * scale)))
+    return np.asarray(im.resize(size, Image.NEAREST if scale > 1 else Image.BILINEAR))
+
+
+def image_to_pixels(model, image) -> np.ndarray:
+    card = loaded(model).card
+    return to_pixels(image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark)
+
+
+def parse_target(model, target) -> int | None:
+    """None for the predicted class; a class index from an index, a name or 'predicted'."""
+    classes = loaded(model).card.classes
+    if target is None or target == "" or (isinstance(target, str) and target.lower().startswith("predicted")):
+        return None
+    if isinstance(target, (int, np.integer)) or (
+        isinstance(target, str) and target.strip().lstrip("-").isdigit() and target.strip() not in classes
+    ):
+        t = int(target)
+    elif target in classes:
+        t = classes.index(target)
+    else:
+        raise ValueError(f"unknown class {str(target)[:40]!r}")
+    if not 0 <= t < len(classes):
+        raise ValueError(f"class index must be in 0..{len(classes) - 1}")
+    return t
+
+
+def analyse(model, pixels: np.ndarray, target=None) -> Explanation:
+    """One forward and backward pass: probabilities, attention and gradient rollout for `target`."""
+    card, v = loaded(model).card, loaded(model)
+    x = pixels_to_tensor(pixels, card.mean, card.std).to(v.device)
+    K = v.layout.num_prefix
+    if v.head is None:  # no classifier (DINO, DINOv2): no class, no logit lens; its features instead
+        with torch.no_grad():
+            out = v.forward_intermediates(x)
+            features = v.norm(out["tokens"][-1])[0, K:].float().cpu()
+        return Explanation(
+            pixels,
+            torch.zeros(0),
+            -1,
+            torch.stack(out["attn"], 1)[0].float().cpu(),
+            torch.zeros(v.layout.num_patches),
+            torch.zeros(len(v.blocks), 0),
+            torch.stack([t.float().norm(dim=-1) for t in out["tokens"]], 1)[0].cpu(),
+            prefix=K,
+            features=features,
+        )
+    ex = I.attention_and_relevance(model, x, target=parse_target(model, target))
+    return Explanation(
+        pixels,
+        ex["logits"][0].softmax(-1).cpu(),
+        int(ex["target"][0]),
+        ex["attn"][0].cpu(),
+        ex["grad_rollout"][0].cpu(),
+        ex["lens"][0].cpu(),
+        ex["norms"][0].cpu(),
+        prefix=K,
+    )
+
+
+def class_map(model, ex: Explanation, method: str) -> torch.Tensor:
+    """(P,) map of `method` for the explanation's image and class, made once per explanation."""
+    from vitviz.explain.methods import relevance
+
+    if method == "gradient rollout":
+        return ex.grad_rollout
+    if method not in ex.maps:
+        card = loaded(model).card
+        x = pixels_to_tensor(ex.pixels, card.mean, card.std).to(loaded(model).device)
+        ex.maps[method] = relevance(model, x, method, ex.target)[0].cpu()
+    return ex.maps[method]
+
+
+def what_it_knows(model) -> str:
+    """The prediction box's title: which classes the model knows, at what size (a photo of anything else still
+    gets one of them)."""
+    card = loaded(model).card
+    s, n = card.config.image_size, len(card.classes)
+    if n == 0:
+        return "No prediction: this model has no classifier (it learned without labels)"
+    if n <= 12:
+        return f"Top 5 (this model knows only {n} classes, at {s}x{s} px)"
+    return f"Top 5 of the {n:,} classes it knows ({s}x{s} px)"
+
+
+def top_k(model, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
+    classes = loaded(model).card.classes
+    p, i = probs.topk(min(k, len(probs)))
+    return {classes[j]: float(v) for v, j in zip(p.tolist(), i.tolist())}
+
+
+def display_size(cfg) -> int:
+    """Side in pixels of the enlarged input: a whole multiple of the input's side, near 256 and at least
+    32 pixels a patch."""
+    return cfg.image_size * max(1, round(max(256, 32 * cfg.grid_size) / cfg.image_size))
+
+
+def pos_tile_size(grid: int) -> int:
+    """Side of one positional-similarity tile on the Model tab."""
+    return max(16, min(40, 400 // grid))
+
+
+# ---------------------------------------------------------------- Model tab
+
+
+@dataclass
+class ModelSummary:
+    """The Model tab's pictures that depend only on the model (and its example images), computed once."""
+
+    similarity: torch.Tensor  # (P, P) positional-embedding cosine similarity
+    distance: np.ndarray  # the mean-attention-distance figure
+    components: np.ndarray  # the patch-embedding filters' principal components
+    variance: torch.Tensor  # (k,) their explained variance ratio
+    card: str  # the model card, markdown
+    images: int  # how many images the distances average over
+
+
+def distance_over_batch(model, images: list[np.ndarray], batch_size: int = 50) -> torch.Tensor:
+    """Mean attention distance (L, H) over a batch of input pixel arrays."""
+    card = loaded(model).card
+    device = loaded(model).device
+    total, n = None, 0
+    for i in range(0, len(images), batch_size):
+        x = torch.cat([pixels_to_tensor(p, card.mean, card.std) for p in images[i : i + batch_size]]).to(device)
+        d = I.mean_attention_distance(I.attention_maps(model, x), card.config.patch_size, I.num_prefix(model)) * len(x)
+        total = d if total is None else total + d
+        n += len(x)
+    return total / max(1, n)
+
+
+def summarise_model(model, images: list[np.ndarray]) -> ModelSummary:
+    """The expensive part of the Model tab: attention distances over `images`, the SVD, the figure."""
+    cfg = loaded(model).card.config
+    comps, var = I.patch_embed_components(model, 16)
+    dist = distance_over_batch(model, images)
+    N = 1 + cfg.num_patches
+    uniform = float(I.mean_attention_distance(torch.full((1, 1, 1, N, N), 1.0 / N), cfg.patch_size))
+    fig = FG.distance_figure(dist, f"Mean attention distance over {len(images)} images", uniform)
+    return ModelSummary(
+        similarity=I.pos_embed_similarity(model),
+        distance=FG.figure_to_array(fig),
+        components=R.components_image(comps),
+        variance=var,
+        card=model_card(model),
+        images=len(images),
+    )
+
+
+def default_position(cfg) -> int:
+    """The position the Model tab highlights first: the one nearest the grid's centre."""
+    g = cfg.grid_size
+    return (g * g) // 2 + g // 2
+
+
+def position_pictures(summary: ModelSummary, cfg, position: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the similarity tiles with `position` outlined, that position's similarity map large): cheap redraws."""
+    g = cfg.grid_size
+    scale = Scale("cosine similarity of positional embeddings", -1.0, 1.0, "one scale for all tiles", cmap="viridis")
+    tiles = R.pos_similarity_tiles(summary.similarity, tile_size=pos_tile_size(g), highlight=position)
+    large = R.similarity_map(summary.similarity, position, display_size(cfg))
+    return (
+        panel(tiles, "", scale),
+        panel(
+            large,
+            f"Position {position} (outlined) against every position",
+            Scale("cosine similarity", -1.0, 1.0, "the same -1..1 scale as the tiles", cmap="viridis"),
+        ),
+    )
+
+
+def pos_click_to_position(x: float, y: float, cfg) -> int:
+    return R.pos_tile_at(x, y, cfg.grid_size, pos_tile_size(cfg.grid_size))
+
+
+def model_card(model) -> str:
+    r = loaded(model)
+    card, cfg = r.card, r.card.config
+    params = sum(p.numel() for p in r.module.parameters())
+    prefix = r.layout.counted()
+    rows = [
+        f"### {card.title}",
+        f"- **Input:** {cfg.image_size}x{cfg.image_size}, {cfg.in_chans} channel(s); "
+        f"patch {cfg.patch_size} -> a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patches + {prefix}",
+        f"- **Transformer:** depth {cfg.depth}, {cfg.num_heads} heads, width {cfg.embed_dim}, "
+        f"MLP {int(cfg.embed_dim * cfg.mlp_ratio)}; {params:,} parameters",
+        f"- **Classes ({cfg.num_classes}):** " + ", ".join(card.classes[:12]) + (" ..." if cfg.num_classes > 12 else "")
+        if cfg.num_classes
+        else "- **Classes:** none. This model has no classifier: it was trained to give features "
+        "(self-supervised), so its pictures show attention and features, not classes.",
+    ]
+    acc = card.accuracy()
+    if acc:
+        rows.append("- **Accuracy:** " + ", ".join(f"{name} {100 * v:.2f}%" for name, v in acc.items()))
+    if card.train:
+        rows.append(_training_line(card))
+    return "\n".join(rows)
+
+
+def _training_line(card) -> str:
+    t, m = card.train, card.metrics
+    epochs = m.get("epoch", t.get("epochs"))
+    epochs = f"{epochs:g}" if isinstance(epochs, (int, float)) else "?"
+    averaged = [s.get("epoch") for s in m.get("averaged_from") or [] if isinstance(s, dict)]
+    seconds = m.get("train_seconds")
+    return (
+        f"- **Training:** {t.get('dataset')}, {epochs} epochs, batch {t.get('batch_size')}, "
+        f"AdamW lr {t.get('lr')}, weight decay {t.get('weight_decay')}, label smoothing "
+        f"{t.get('label_smoothing')}, augmentation {'on' if t.get('augment') else 'off'}"
+        + (f", CutMix/Mixup {t['mix']}" if t.get("mix") else "")
+        + (f", random erasing {t['erase']}" if t.get("erase") else "")
+        + (f"; {seconds / 60:.0f} min of training" if isinstance(seconds, (int, float)) and seconds else "")
+        + (
+            f"; the weights averaged over epochs {min(averaged):g}-{max(averaged):g}"
+            if averaged and all(isinstance(e, (int, float)) for e in averaged)
+            else ""
+        )
+    )
+
+
+# ---------------------------------------------------------------- export
+
+EXPORT_NAMES = {
+    "sees": "input_with_patch_grid",
+    "rollout": "attention_rollout",
+    "class_map": "class_map",
+    "rollout_strip": "rollout_by_layer",
+    "heads": "attention_every_layer_x_head",
+    "head_large": "selected_layer_head",
+    "lens": "logit_lens",
+    "norms": "token_norms",
+    "original": "your_image_and_the_crop",
+}
+
+
+def export_view(view, attn: torch.Tensor, folder: str | Path) -> tuple[Path, Path]:
+    """Write every picture of a view (a pictures.explore.ExploreView) as PNGs in one zip, and the raw attention
+    (L, H, N, N) as .npy."""
+    import io
+    import zipfile
+
+    from PIL import Image
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    zpath, npath = folder / "vitviz-view.zip", folder / "vitviz-attention.npy"
+    with zipfile.ZipFile(zpath, "w", compression=zipfile.ZIP_STORED) as z:
+        for name, pic in view.pictures().items():
+            buf = io.BytesIO()
+            Image.fromarray(np.asarray(pic, dtype=np.uint8)).save(buf, format="PNG")
+            z.writestr(f"{EXPORT_NAMES.get(name, name)}.png", buf.getvalue())
+    np.save(npath, attn.float().cpu().numpy())
+    return zpath, npath

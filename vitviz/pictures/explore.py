@@ -1,0 +1,372 @@
+"""The Explore view's pictures, each drawn from an Explanation and only the options it depends on.
+
+A visitor's `PictureCache` keeps the last picture of each name with what it was drawn
+from, so a change of layer redraws the layer-and-head view alone; `render_explore`
+says which pictures are new, and the page sends only those. The selected token (the
+CLS token, or a patch) is what the rollout, the layer-and-head view, the rollout by
+layer and the every-layer-and-head grid are drawn from; gradient rollout always
+explains a class. Every map is a `panels.panel`: titled, with its colour bar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+import torch
+from PIL import Image, ImageDraw
+
+from vitviz.explain import interpret as I
+from vitviz.explain.methods import METHODS
+from vitviz.models.loaded import loaded
+from vitviz.pictures import draw as R
+from vitviz.pictures.backbone import backbone_panel, similarity_panel
+from vitviz.pictures.explanation import Explanation, class_map, top_k
+from vitviz.pictures.input_view import main_size, original_picture, sees_picture
+from vitviz.pictures.panels import Scale, is_flat, message_panel, panel
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the visitor chose: rollout's head fusion and discard ratio, the large view's layer and head
+    (1-based), the selected patch (0-based; None: a token before the patches, `prefix`: 0 CLS, then any
+    distillation or register tokens), the maps' opacity and smoothing, and whether the many-panel pictures
+    share one colour scale."""
+
+    fusion: str = "mean"
+    discard: float = 0.0
+    layer: int | None = None
+    head: int | None = None
+    patch: int | None = None
+    prefix: int = 0
+    alpha: float = 0.6
+    smooth: bool = True
+    shared: bool = False
+    method: str = "gradient rollout"  # the class map's method (vitviz.explain.methods.CLASS_MAPS)
+
+
+@dataclass
+class ExploreView:
+    """The Explore tab's pictures, by name: uint8 (H, W, 3) arrays; None where not drawn (the compact view of
+    Compare draws four). The field order is the order of the outputs."""
+
+    top5: dict[str, float]
+    sees: np.ndarray | None = None  # the input, enlarged, with its numbered patch grid and the CLS tile
+    rollout: np.ndarray | None = None  # from the selected token
+    class_map: np.ndarray | None = None  # the chosen method's map for the explained class
+    head_large: np.ndarray | None = None  # the selected layer and head, from the selected token
+    rollout_strip: np.ndarray | None = None  # rollout from the selected token up to each layer
+    heads: np.ndarray | None = None  # attention from the selected token, every layer x head
+    lens: np.ndarray | None = None  # the logit lens: the prediction after each block
+    norms: np.ndarray | None = None  # every patch token's norm after each block, outliers outlined
+    original: np.ndarray | None = None  # the visitor's image as uploaded, the square the model gets outlined
+    summary: str = ""
+
+    def outputs(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def pictures(self) -> dict[str, np.ndarray]:
+        """{name: picture} of the pictures this view holds."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), np.ndarray)}
+
+
+OUTPUT_NAMES = tuple(f.name for f in fields(ExploreView))
+PICTURE_NAMES = tuple(n for n in OUTPUT_NAMES if n not in ("top5", "summary"))
+DEPENDS = {  # the options each picture is drawn from, past the image and the model
+    "sees": ("patch",),
+    "rollout": ("patch", "prefix", "fusion", "discard", "alpha", "smooth"),
+    "class_map": ("method", "alpha", "smooth"),
+    "head_large": ("patch", "prefix", "layer", "head", "alpha"),
+    "rollout_strip": ("patch", "prefix", "fusion", "discard", "alpha", "smooth", "shared"),
+    "heads": ("patch", "prefix", "alpha", "shared"),
+    "lens": (),
+    "norms": ("alpha",),
+    "original": (),
+}
+# a model without a classifier draws its features' similarity to the selected patch, and its heads' masks
+WITHOUT_CLASSES = {**DEPENDS, "class_map": ("alpha", "patch"), "lens": ("alpha",)}
+
+
+class PictureCache:
+    """One visitor's last picture of each name, with the explanation and options it was drawn from."""
+
+    def __init__(self):
+        self._made: dict[str, tuple] = {}
+
+    def get(self, name: str, ex: Explanation, key: tuple, make):
+        """(picture, True if it was drawn now)."""
+        hit = self._made.get(name)
+        if hit is not None and hit[0] is ex and hit[1] == key:
+            return hit[2], False
+        pic = make()
+        self._made[name] = (ex, key, pic)
+        return pic, True
+
+    def clear(self):
+        self._made.clear()
+
+
+def token_name(patch: int | None) -> str:
+    return "CLS" if patch is None else f"patch {patch}"
+
+
+def selected_name(model, o: Options) -> str:
+    """The selected token's name in this model: "patch 17", "CLS", "register 2"."""
+    layout = loaded(model).layout
+    return layout.name(min(o.prefix, layout.num_prefix - 1) if o.patch is None else layout.num_prefix + o.patch)
+
+
+def scale_tiles(maps: torch.Tensor, shared: bool) -> tuple[torch.Tensor, Scale]:
+    """(K, g, g) attention maps scaled to [0, 1] (each on its own, or all on one 0..max scale) and that scale."""
+    flat = maps.float().flatten(1)
+    if shared:
+        hi = float(flat.max())
+        return (maps.float() / max(hi, 1e-12)), Scale("attention weight", 0.0, hi, "one scale for all tiles")
+    lo, hi = flat.amin(1, keepdim=True), flat.amax(1, keepdim=True)
+    out = ((flat - lo) / (hi - lo).clamp_min(1e-12) * (hi > lo)).view(maps.shape)
+    return out, Scale("attention weight", 0.0, 1.0, "each tile its own range", relative=True)
+
+
+class _Drawer:
+    """The pictures of one explanation under one set of options."""
+
+    def __init__(self, model, ex: Explanation, o: Options):
+        self.card, self.ex, self.o = loaded(model).card, ex, o
+        cfg = self.card.config
+        self.g, self.S = cfg.grid_size, main_size(cfg)
+        self.L, self.H = ex.attn.shape[:2]
+        self.mode = "bilinear" if o.smooth else "nearest"
+        self.K = ex.prefix  # CLS, then distillation or register tokens
+        self.row = o.prefix if o.patch is None else self.K + o.patch  # the selected token's row of attention
+        self.who = selected_name(model, o)
+        self._roll = None
+        self.model = model
+        # what _token_row does to a selected patch's own weight, said on every picture drawn from it
+        self.own = "" if o.patch is None else "; the patch itself at the others' maximum"
+
+    def rolled(self) -> torch.Tensor:
+        if self._roll is None:
+            self._roll = I.attention_rollout(self.ex.attn[None], self.o.fusion, self.o.discard, all_layers=True)[0]
+        return self._roll
+
+    def _token_row(self, m: torch.Tensor) -> torch.Tensor:
+        """The selected token's row over the patches; a patch's own weight drawn at the others' maximum (it
+        would drown the rest)."""
+        r = m[..., self.row, self.K :].clone()
+        if self.o.patch is not None and r.shape[-1] > 1:
+            others = torch.cat([r[..., : self.o.patch], r[..., self.o.patch + 1 :]], -1)
+            r[..., self.o.patch] = others.amax(-1)
+        return r
+
+    def _own(self, m: torch.Tensor, what: str, title: str, outline: bool = True) -> np.ndarray:
+        m = m.float().view(self.g, self.g)
+        lo, hi = float(m.min()), float(m.max())
+        pic = R.overlay(self.ex.pixels, m, self.S, alpha=self.o.alpha, mode=self.mode, vmin=lo, vmax=hi)
+        return panel(self._outline(pic) if outline else pic, title, Scale(what, lo, hi))
+
+    def _outline(self, pic: np.ndarray) -> np.ndarray:
+        if self.o.patch is None:
+            return pic
+        return np.asarray(R.draw_grid(pic, self.g, numbers=False, highlight=self.o.patch, color=(90, 90, 90)))
+
+    def sees(self) -> np.ndarray:
+        return sees_picture(self.ex.pixels, self.g, self.S, self.o.patch)
+
+    def rollout(self) -> np.ndarray:
+        return self._own(
+            self._token_row(self.rolled()[-1]), "rolled-out attention" + self.own, f"Attention rollout from {self.who}"
+        )
+
+    def class_map(self) -> np.ndarray:
+        if not self.ex.has_head:
+            return similarity_panel(self.ex, self.o.patch, self.S, self.o.alpha)
+        method = METHODS[self.o.method]
+        cls = self.card.classes[self.ex.target]
+        why = "the predicted class" if self.ex.target == int(self.ex.probs.argmax()) else "the chosen class"
+        title = f"{method.name[0].upper() + method.name[1:]}" + (f" for '{cls}'" if method.class_specific else "")
+        m = class_map(self.model, self.ex, method.name)
+        if is_flat(m):
+            return message_panel(self.S, title, flat_relevance_reason(self.model))
+        what = method.what.format(cls=cls) + (f", {why}" if method.class_specific else "")
+        return self._own(m, what, title, outline=False)
+
+    def norms(self) -> np.ndarray:
+        return norms_panel(self.ex.pixels, self.ex.norms, self.g, self.L, self.o.alpha, self.K)
+
+    def head_large(self) -> np.ndarray:
+        layer = min(max(1, self.o.layer or self.L), self.L)
+        head = min(max(1, self.o.head or 1), self.H)
+        m = self._token_row(self.ex.attn[layer - 1, head - 1])
+        lo, hi = float(m.min()), float(m.max())
+        pic = R.overlay(
+            self.ex.pixels, m.view(self.g, self.g), self.S, alpha=self.o.alpha, mode="nearest", vmin=lo, vmax=hi
+        )
+        to_prefix = float(self.ex.attn[layer - 1, head - 1, self.row, : self.K].sum())
+        names = "CLS" if self.K == 1 else f"CLS and the other {self.K - 1} prefix token(s)"
+        return panel(
+            self._outline(pic),
+            f"Layer {layer}, head {head}: attention from {self.who} "
+            f"({names} {'takes' if self.K == 1 else 'take'} {100 * to_prefix:.0f}% of it)",
+            Scale("attention weight" + self.own, lo, hi),
+        )
+
+    def rollout_strip(self) -> np.ndarray:
+        maps, scale = scale_tiles(self._token_row(self.rolled()).view(self.L, self.g, self.g), self.o.shared)
+        size = max(64, min(112, 720 // self.L))
+        strip = R.layer_strip(self.ex.pixels, maps, tile_size=size, alpha=self.o.alpha, mode=self.mode)
+        scale = Scale("rolled-out attention" + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
+        return panel(strip, f"Rollout from {self.who}, up to each layer", scale)
+
+    def lens(self) -> np.ndarray:
+        if not self.ex.has_head:
+            return backbone_panel(self.ex, self.o.alpha)
+        return lens_panel(self.card.classes, self.ex.lens)
+
+    def original(self) -> np.ndarray:
+        return (
+            original_picture(self.ex.original, self.card.config.image_size)
+            if self.ex.original is not None
+            else message_panel(160, "Your image", "The image as uploaded is shown here.")
+        )
+
+    def heads(self) -> np.ndarray:
+        maps = self._token_row(self.ex.attn).reshape(self.L * self.H, self.g, self.g)
+        maps, scale = scale_tiles(maps, self.o.shared)
+        scale = Scale(scale.what + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
+        small = max(48, min(96, 576 // max(self.L, self.H)))
+        grid = R.layer_head_grid(
+            self.ex.pixels, maps.view(self.L, self.H, self.g, self.g), tile_size=small, alpha=max(self.o.alpha, 0.5)
+        )
+        return panel(grid, f"Attention from {self.who} in every layer and head", scale)
+
+
+def locks_in(lens: torch.Tensor) -> int:
+    """The first block (1-based) after which the leading class of the (L, C) logit lens is the final
+    prediction and stays so."""
+    top = lens.argmax(-1).tolist()
+    k = len(top)
+    while k > 1 and top[k - 2] == top[-1]:
+        k -= 1
+    return k
+
+
+def lens_panel(classes, lens: torch.Tensor) -> np.ndarray:
+    """The (L, C) logit lens as a picture: the classes that lead after some block, or end in the top 5."""
+    L = lens.shape[0]
+    keep = list(dict.fromkeys(lens.argmax(-1).tolist() + lens[-1].topk(min(5, len(classes))).indices.tolist()))[:8]
+    grid = R.lens_grid(lens[:, keep], [f"after block {i + 1}" for i in range(L)], [classes[i] for i in keep])
+    return panel(
+        grid,
+        f"Logit lens: the prediction after each block (final from block {locks_in(lens)} on)",
+        Scale("probability", 0.0, 1.0, "one scale for all cells", cmap="viridis"),
+    )
+
+
+def norm_sentence(found: list[tuple[int, int, float]]) -> str:
+    """The outlying patch tokens of `interpret.norm_outliers`, in words."""
+    if not found:
+        return f"no outliers (none reaches {I.OUTLIER_RATIO:g}x its layer's median)"
+    by_patch: dict[int, list] = {}
+    for layer, patch, times in found:
+        by_patch.setdefault(patch, []).append((layer, times))
+    parts = [
+        f"patch {p} (block{'s' if len(v) > 1 else ''} {', '.join(str(l + 1) for l, _ in sorted(v))}; "
+        f"{max(t for _, t in v):.1f}x the median)"
+        for p, v in list(by_patch.items())[:4]
+    ]
+    more = f" and {len(by_patch) - 4} more" if len(by_patch) > 4 else ""
+    return "outliers outlined: " + "; ".join(parts) + more
+
+
+def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: float, prefix: int = 1) -> np.ndarray:
+    """Each block's patch-token norms as a g x g tile on one scale, the outliers (interpret.norm_outliers)
+    outlined in white, titled with which tokens they are; CLS (and any registers) set apart in the title."""
+    patches = norms[:, prefix:].float()
+    lo, hi = float(patches.min()), float(patches.max())
+    scaled = ((patches - lo) / max(hi - lo, 1e-12)).view(L, g, g)
+    size = max(64, min(112, 720 // L))
+    tiles = R.overlays(pixels, scaled.numpy(), size, "inferno", max(alpha, 0.7), "nearest")
+    found = I.norm_outliers(norms, prefix=prefix)
+    for layer, patch, _ in found:
+        im = Image.fromarray(tiles[layer])
+        r, c = divmod(patch, g)
+        step = size / g
+        ImageDraw.Draw(im).rectangle(
+            [c * step, r * step, (c + 1) * step - 1, (r + 1) * step - 1], outline=(255, 255, 255), width=2
+        )
+        tiles[layer] = np.asarray(im)
+    strip = R.tile([list(tiles)], col_labels=[f"after block {i + 1}" for i in range(L)])
+    cls = norms[:, 0]
+    regs = norms[:, 1:prefix]
+    extra = (
+        f"; the {regs.shape[1]} other prefix token(s) (registers or distillation): {float(regs.min()):.3g} to "
+        f"{float(regs.max()):.3g}"
+        if regs.numel()
+        else ""
+    )
+    return panel(
+        strip,
+        f"Token norms after each block: {norm_sentence(found)}. CLS: {float(cls.min()):.3g} to "
+        f"{float(cls.max()):.3g}{extra}",
+        Scale("L2 norm of each patch token", lo, hi, "one scale for all tiles"),
+    )
+
+
+def flat_relevance_reason(model) -> str:
+    head = loaded(model).head  # ours: a Linear; torchvision's: its `heads`; timm's: its head
+    weights = [p for name, p in head.named_parameters() if name.endswith("weight")] if head is not None else []
+    if weights and not any(p.detach().any() for p in weights):
+        return (
+            "Every patch has zero relevance: this model's classification head is still at its starting "
+            "zeros, so no class depends on any patch yet. Train it for a few steps and look again."
+        )
+    return "Every patch has the same relevance to this class, so there is no map to draw."
+
+
+def render_explore(
+    model, ex: Explanation, options: Options = Options(), cache: PictureCache | None = None, compact: bool = False
+) -> tuple[ExploreView, set[str]]:
+    """The Explore view and the names of the pictures drawn now (the rest came from `cache` unchanged).
+    `compact`: the top 5, rollout, gradient rollout and rollout by layer (the Compare view)."""
+    cfg = loaded(model).card.config
+    o = replace(
+        options,
+        patch=options.patch if options.patch is not None and 0 <= options.patch < cfg.num_patches else None,
+        prefix=min(max(0, options.prefix), ex.prefix - 1),
+        method=options.method if options.method in METHODS else "gradient rollout",
+    )
+    cache = cache or PictureCache()
+    d = _Drawer(model, ex, o)
+    view, fresh = ExploreView(top5=top_k(model, ex.probs) if ex.has_head else {}), set()
+    names = ("rollout", "class_map", "rollout_strip") if compact else PICTURE_NAMES
+    for name in names:
+        key = tuple(getattr(o, k) for k in (DEPENDS if ex.has_head else WITHOUT_CLASSES)[name])
+        pic, new = cache.get(name, ex, key, getattr(d, name))
+        setattr(view, name, pic)
+        if new:
+            fresh.add(name)
+    if not compact:
+        view.summary = explore_summary(model, ex, o)
+    return view, fresh
+
+
+def explore_summary(model, ex: Explanation, o: Options) -> str:
+    r = loaded(model)
+    cfg, cls = r.card.config, r.card.classes
+    prefix = r.layout.counted()
+    sees = (
+        f"selected token: **{selected_name(model, o)}** · the model sees {cfg.image_size}x{cfg.image_size} px in "
+        f"{cfg.patch_size}-px patches: a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patch tokens "
+        f"+ {prefix}, through {cfg.depth} layers of {cfg.num_heads} heads."
+    )
+    if not ex.has_head:
+        return (
+            f"**No classifier**: this model learned its features without labels, so there is no class to "
+            f"explain; its heads' attention, its features' colours and their similarity stand in for the class "
+            f"map · {sees}"
+        )
+    pred = int(ex.probs.argmax())
+    return f"**Prediction: {cls[pred]}** ({100 * float(ex.probs[pred]):.1f}%) · {sees}"
+
+
+# ---------------------------------------------------------------- the input with its grid and the CLS tile

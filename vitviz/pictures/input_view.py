@@ -1,0 +1,66 @@
+"""The input as the model sees it: the image enlarged with its numbered patch grid and the CLS tile beside it, a
+click on that picture as a token, and the photo as uploaded with the square the model gets."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from vitviz.pictures import draw as R
+from vitviz.pictures.explanation import display_size
+from vitviz.pictures.panels import panel
+
+
+def main_size(cfg) -> int:
+    """Side of the first row's maps: the enlarged input, halved until it is at most 320 px."""
+    s = display_size(cfg)
+    while s > 320 and s % 2 == 0:
+        s //= 2
+    return s
+
+
+def original_picture(photo: np.ndarray, size: int) -> np.ndarray:
+    """The photo as uploaded with the centre square the model gets outlined (vitviz.data.datasets.to_pixels crops it);
+    `photo` is explanation.original_thumbnail's, so the sizes said are those of that picture's original."""
+    h, w = photo.shape[:2]
+    side = min(h, w)
+    x0, y0 = (w - side) // 2, (h - side) // 2
+    im = Image.fromarray(photo)
+    ImageDraw.Draw(im).rectangle([x0, y0, x0 + side - 1, y0 + side - 1], outline=R.HIGHLIGHT, width=3)
+    what = "all of it" if h == w else "the outlined centre square"
+    return panel(np.asarray(im), f"Your image: the model gets {what}, resized to {size}x{size} px", min_width=300)
+
+
+CLS_GAP = 10
+
+
+def cls_box(S: int, g: int) -> tuple[int, int, int, int]:
+    """(x0, y0, x1, y1) of the CLS tile, right of the S x S grid."""
+    side = max(44, round(S / g))
+    return S + CLS_GAP, 0, S + CLS_GAP + side, side
+
+
+def sees_picture(pixels: np.ndarray, g: int, S: int, patch: int | None) -> np.ndarray:
+    """The input enlarged to S with its numbered grid (the selected patch outlined), and the CLS tile beside
+    it (outlined when the CLS token is selected)."""
+    grid = R.draw_grid(R.enlarge(pixels, S), g, numbers=S / g >= 24, highlight=patch)
+    x0, y0, x1, y1 = cls_box(S, g)
+    canvas = Image.new("RGB", (x1 + 4, S), R.BG)
+    canvas.paste(grid, (0, 0))
+    d = ImageDraw.Draw(canvas)
+    d.rectangle([x0, y0, x1 - 1, y1 - 1], fill=(60, 60, 70))
+    f = R.font(14)
+    d.text((x0 + (x1 - x0 - f.getlength("CLS")) / 2, y0 + (y1 - y0 - 14) / 2 - 1), "CLS", fill=(255, 255, 255), font=f)
+    if patch is None:
+        d.rectangle([x0, y0, x1 - 1, y1 - 1], outline=R.HIGHLIGHT, width=3)
+    return np.asarray(canvas)
+
+
+def click_to_token(x: float, y: float, cfg) -> int:
+    """The token a click on `sees_picture` at (x, y) picks: a patch index, or -1 for the CLS tile (anything
+    right of the grid)."""
+    S, g = main_size(cfg), cfg.grid_size
+    if x >= S:
+        return -1
+    step = S / g
+    return min(g - 1, max(0, int(y // step))) * g + min(g - 1, max(0, int(x // step)))

@@ -1,0 +1,163 @@
+"""Heat maps that read on their own: a title naming what is shown, the map, and its colour bar.
+
+Every map the app shows or exports goes through `panel`: the title says what the map is
+(and from which token, for which class), the bar under it carries the colour scale
+with the values' own numbers, what a value is (attention weight, relevance, cosine
+similarity) and whether the panels of a picture share one scale. A map with nothing
+to show (all values equal) becomes `message_panel`, a sentence instead of a flat colour.
+Pictures are uint8 (H, W, 3) arrays; text is drawn at least 14 px high, so it stays
+12 px or more when the page shows a picture a little smaller than its size.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from vitviz.pictures.draw import BG, colour_table, font
+
+TITLE_PX = 15
+TEXT_PX = 14
+INK = (30, 30, 30)
+GREY = (90, 90, 90)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A map's colour scale: what a value is, the values at the two ends, and whether panels share it."""
+
+    what: str  # "attention weight", "relevance to class 'cat'", "cosine similarity"
+    lo: float
+    hi: float
+    shared: str = "its own range"  # or "each tile its own range", "one scale for all tiles"
+    cmap: str = "inferno"
+    relative: bool = False  # each tile its own range: the ends read "lowest" and "highest", not numbers
+
+    def ticks(self) -> list[str]:
+        if self.relative:
+            return ["lowest", "", "highest"]
+        return [number(self.lo), number((self.lo + self.hi) / 2), number(self.hi)]
+
+
+def number(v: float) -> str:
+    """A tick label: three significant digits, no exponent for the values maps have."""
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a < 1e-3 or a >= 1e4:
+        return f"{v:.1e}"
+    return f"{v:.3g}" if a < 1 else f"{v:.3g}".rstrip(".")
+
+
+def wrap(text: str, width: int, size: int = TEXT_PX) -> list[str]:
+    """`text` broken into lines no wider than `width` pixels at `size`."""
+    f = font(size)
+    lines, line = [], ""
+    for word in text.split():
+        trial = f"{line} {word}".strip()
+        if line and f.getlength(trial) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = trial
+    return lines + ([line] if line else [])
+
+
+@functools.lru_cache(maxsize=512)
+def _text_block(text: str, width: int, size: int, color: tuple, centre: bool, bg: tuple) -> np.ndarray:
+    lines = wrap(text, width - 8, size)
+    step = size + 4
+    im = Image.new("RGB", (width, 4 + step * max(1, len(lines))), bg)
+    d = ImageDraw.Draw(im)
+    f = font(size)
+    for i, line in enumerate(lines):
+        x = (width - f.getlength(line)) / 2 if centre else 4
+        d.text((x, 2 + i * step), line, fill=color, font=f)
+    return np.asarray(im)
+
+
+def text_block(text: str, width: int, size: int = TEXT_PX, color=INK, centre: bool = True, bg=BG) -> np.ndarray:
+    """Wrapped text on `bg` (white), `width` wide."""
+    return _text_block(text, int(width), int(size), tuple(color), centre, tuple(bg))
+
+
+@functools.lru_cache(maxsize=64)
+def _bar(width: int, height: int, cmap: str) -> np.ndarray:
+    idx = np.linspace(0, 255, width).astype(np.uint8)
+    bar = np.repeat(colour_table(cmap)[idx][None], height, axis=0)
+    bar[[0, -1]] = GREY
+    bar[:, [0, -1]] = GREY
+    return bar
+
+
+@functools.lru_cache(maxsize=256)
+def colorbar(width: int, scale: Scale) -> np.ndarray:
+    """The colour bar of `scale`, `width` wide: the gradient, its end (and middle) values, what they are."""
+    margin = 10 if width >= 120 else 2
+    w = width - 2 * margin
+    canvas = Image.new("RGB", (width, 12 + 4 + TEXT_PX + 4), BG)
+    canvas.paste(Image.fromarray(_bar(w, 12, scale.cmap)), (margin, 2))
+    d = ImageDraw.Draw(canvas)
+    f = font(TEXT_PX)
+    lo, mid, hi = scale.ticks()
+    y = 16
+    d.text((margin, y), lo, fill=INK, font=f)
+    room = w - f.getlength(lo) - f.getlength(hi)
+    if mid and room > f.getlength(mid) + 16:  # the middle value only where it does not crowd the ends
+        d.text((margin + (w - f.getlength(mid)) / 2, y), mid, fill=INK, font=f)
+    if room < 8:  # too narrow for both ends on one line: the high end goes under, at the right
+        canvas = _taller(canvas, TEXT_PX + 4)
+        d = ImageDraw.Draw(canvas)
+        y += TEXT_PX + 4
+    d.text((margin + w - f.getlength(hi), y), hi, fill=INK, font=f)
+    caption = text_block(f"{scale.what} ({scale.shared})", width, TEXT_PX, GREY)
+    return np.concatenate([np.asarray(canvas), caption])
+
+
+def _taller(im: Image.Image, extra: int) -> Image.Image:
+    out = Image.new("RGB", (im.width, im.height + extra), BG)
+    out.paste(im, (0, 0))
+    return out
+
+
+def _fit(img: np.ndarray, width: int) -> np.ndarray:
+    """`img` centred on white, `width` wide (never narrower than it is)."""
+    h, w = img.shape[:2]
+    if w >= width:
+        return img
+    out = np.full((h, width, 3), BG, np.uint8)
+    x = (width - w) // 2
+    out[:, x : x + w] = img[:, :, :3]
+    return out
+
+
+def panel(img: np.ndarray, title: str, scale: Scale | None = None, min_width: int = 0) -> np.ndarray:
+    """The picture under its title (none: ""), with the colour bar of `scale` under it (none for a plain
+    picture). Nothing is added above or left of a picture without a title, so clicks on it keep their place."""
+    img = np.asarray(img)
+    width = max(img.shape[1], min_width)
+    parts = ([text_block(title, width, TITLE_PX, INK)] if title else []) + [
+        img if width == img.shape[1] else _fit(img, width)
+    ]
+    if scale is not None:
+        parts.append(_fit(colorbar(min(width, 320), scale), width))
+    return np.concatenate(parts)
+
+
+def message_panel(size: int, title: str, message: str) -> np.ndarray:
+    """A square with a sentence instead of a map: for a map that has nothing to show."""
+    box = np.full((size, size, 3), 238, np.uint8)
+    text = text_block(message, size - 24, TEXT_PX, INK, bg=(238, 238, 238))
+    h = min(text.shape[0], size - 8)
+    y = (size - h) // 2
+    box[y : y + h, 12 : 12 + text.shape[1]] = text[:h]
+    return panel(box, title)
+
+
+def is_flat(values, tol: float = 1e-12) -> bool:
+    """True when a map's values are all (nearly) equal: drawn, it would be one flat colour."""
+    a = np.asarray(values, dtype=np.float64)
+    return not np.isfinite(a).all() or float(a.max() - a.min()) <= tol * max(1.0, float(np.abs(a).max()))

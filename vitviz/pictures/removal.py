@@ -1,0 +1,182 @@
+"""Take patches away: does the model need what a map points at? (The "Take patches away" tab.)
+
+`study` runs, once per image and model, every map of vitviz.explain.methods for the class the
+model predicts, and each map's deletion curve (plus a random order's). `render_removal`
+then draws, for the patches the visitor has hidden (clicked, or the top k of a map):
+the input with those patches in the data set's mean colour, the prediction without
+them, the deletion curves with the visitor's own point on them, and every map with
+its area under the curve. No Gradio here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from PIL import ImageDraw
+
+from vitviz.data.datasets import pixels_to_tensor
+from vitviz.explain import methods as M
+from vitviz.models.loaded import eval_mode, loaded
+from vitviz.pictures import draw as R
+from vitviz.pictures import figures as FG
+from vitviz.pictures.explanation import top_k
+from vitviz.pictures.explore import scale_tiles
+from vitviz.pictures.input_view import main_size
+from vitviz.pictures.panels import Scale, message_panel, panel
+
+STEPS = 16  # points of a deletion curve past the first
+
+
+def study_passes(cfg) -> int:
+    """The forward passes `study` runs: occlusion (one a patch, and the whole image) and every curve (STEPS + 1
+    each, the random order's too)."""
+    return 1 + cfg.num_patches + (len(M.METHODS) + 1) * (STEPS + 1)
+
+
+def study_gflop(cfg) -> float:
+    return M.forward_gflop(cfg) * study_passes(cfg)
+
+
+@dataclass
+class Study:
+    """One image through one model, with every map and its deletion curve, for the predicted class."""
+
+    pixels: np.ndarray
+    x: torch.Tensor  # (1, C, H, W) normalised
+    target: int
+    prob: float  # the class's probability on the whole image
+    maps: dict  # method -> (P,) values (the random order included)
+    curves: dict  # method -> (STEPS + 1,) probability as patches go, most relevant first
+    auc: dict  # method -> area under that curve
+
+
+def study(model, pixels: np.ndarray, seed: int = 0, costly: bool = True) -> Study:
+    """Every map and curve for the predicted class; without `costly`, no occlusion and no curves (a model too
+    large for the machine's budget: vitviz.app.limits)."""
+    card = loaded(model).card
+    x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
+    with eval_mode(model), torch.no_grad():
+        probs = model(x).float().softmax(-1)[0]
+    t = int(probs.argmax())
+    target = torch.tensor([t], device=x.device)
+    maps = {name: M.relevance(model, x, name, t) for name in M.METHODS if costly or name != "occlusion"}
+    maps[M.RANDOM] = M.random_relevance(1, card.config.num_patches, seed)
+    curves = {name: M.curves(model, x, m, target, STEPS)[0].cpu() for name, m in maps.items()} if costly else {}
+    return Study(
+        pixels,
+        x,
+        t,
+        float(probs[t]),
+        {k: v[0].cpu() for k, v in maps.items()},
+        curves,
+        {k: float(M.auc(c[None])[0]) for k, c in curves.items()},
+    )
+
+
+def top_patches(s: Study, method: str, k: int) -> set[int]:
+    """The k patches `method` ranks most relevant."""
+    r = M.ranks(s.maps[method][None])[0]
+    return {int(p) for p in torch.nonzero(r < k).flatten()}
+
+
+@dataclass
+class RemovalView:
+    picture: np.ndarray  # the input, hidden patches in the mean colour, on its numbered grid
+    top5: dict[str, float]  # the prediction without them
+    curves: np.ndarray  # the deletion curves, the visitor's point on them
+    maps: np.ndarray  # every map, each titled with its area under the curve
+    summary: str
+
+
+def render_removal(model, s: Study, hidden: set[int], why_not: str = "") -> RemovalView:
+    """The view for the `hidden` patches; `why_not`: the sentence shown instead of the curves (not studied)."""
+    card = loaded(model).card
+    cfg = card.config
+    mask = torch.zeros(1, cfg.num_patches, dtype=torch.bool)
+    mask[0, sorted(hidden)] = True
+    with eval_mode(model), torch.no_grad():
+        probs = model(M.hide(model, s.x, mask.to(s.x.device))).float().softmax(-1)[0].cpu()
+    now = float(probs[s.target])
+    cls = card.classes[s.target]
+    summary = (
+        f"**{len(hidden)} of {cfg.num_patches} patches hidden.** '{cls}' (the prediction on the whole "
+        f"image): {100 * s.prob:.1f}% with every patch, **{100 * now:.1f}%** without these. The model now "
+        f"says **{card.classes[int(probs.argmax())]}** ({100 * float(probs.max()):.1f}%)."
+    )
+    return RemovalView(
+        hidden_picture(s.pixels, card, hidden),
+        top_k(model, probs),
+        curves_picture(s, cls, len(hidden) / cfg.num_patches, now)
+        if s.curves
+        else message_panel(main_size(cfg), "Deletion curves", why_not),
+        maps_picture(s, cfg),
+        summary,
+    )
+
+
+def hidden_picture(pixels: np.ndarray, card, hidden: set[int]) -> np.ndarray:
+    """The input enlarged with its numbered grid, the hidden patches filled with the data set's mean colour
+    (what the model gets there), crossed by a diagonal so they read as taken away."""
+    cfg = card.config
+    S, g = main_size(cfg), cfg.grid_size
+    mean = [round(255 * m) for m in card.mean]
+    fill = tuple(mean * 3 if len(mean) == 1 else mean)
+    im = R.draw_grid(R.enlarge(pixels, S), g, numbers=S / g >= 24).convert("RGB")
+    d = ImageDraw.Draw(im)
+    step = S / g
+    for p in hidden:
+        r, c = divmod(p, g)
+        box = [c * step, r * step, (c + 1) * step - 1, (r + 1) * step - 1]
+        d.rectangle(box, fill=fill, outline=(230, 230, 230))
+        d.line([box[0], box[3], box[2], box[1]], fill=(230, 230, 230), width=1)
+    return np.asarray(im)
+
+
+def curves_picture(s: Study, cls: str, fraction: float, now: float) -> np.ndarray:
+    fig = Figure(figsize=(5.6, 4.6), dpi=100)
+    ax = fig.subplots()
+    xs = np.linspace(0, 1, STEPS + 1)
+    colour = {name: f"C{i}" for i, name in enumerate(M.METHODS)}  # a method keeps its colour from image to image
+    for name, c in sorted(s.curves.items(), key=lambda kv: s.auc[kv[0]]):  # the legend from best to worst
+        style = dict(color="#999999", ls="--") if name == M.RANDOM else dict(color=colour[name])
+        ax.plot(xs, 100 * c.numpy(), lw=1.8, label=f"{name}: AUC {s.auc[name]:.3f}", **style)
+    ax.plot([fraction], [100 * now], "o", ms=9, mfc="none", mec="black", mew=2, label="your patches")
+    ax.set_xlabel("fraction of patches hidden, most relevant first")
+    ax.set_ylabel(f"probability of '{cls}' (%)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(
+        fontsize=8,
+        title="lower area: the map found what matters",
+        title_fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.17),
+        ncol=2,
+    )
+    ax.set_title(f"Deletion curves for '{cls}' on this image", fontsize=10)
+    fig.tight_layout()
+    return FG.figure_to_array(fig)
+
+
+def maps_picture(s: Study, cfg) -> np.ndarray:
+    """Every method's map over the image (each its own range), its area under the deletion curve above it."""
+    g = cfg.grid_size
+    names = [n for n in M.METHODS if n in s.maps]
+    scaled, _ = scale_tiles(torch.stack([s.maps[n] for n in names]).view(len(names), g, g), shared=False)
+    tiles = R.overlays(s.pixels, scaled.numpy(), 190, "inferno", 0.6, "nearest")
+    if not s.auc:
+        return panel(
+            R.tile([list(tiles)], col_labels=names),
+            "Every map for this image",
+            Scale("each map's own values", 0.0, 1.0, "each tile its own range", relative=True),
+        )
+    strip = R.tile([list(tiles)], col_labels=[f"{n}: {s.auc[n]:.3f}" for n in names])
+    return panel(
+        strip,
+        f"Every map for this image; above each, its deletion AUC (random order: {s.auc[M.RANDOM]:.3f})",
+        Scale("each map's own values", 0.0, 1.0, "each tile its own range", relative=True),
+    )

@@ -1,0 +1,310 @@
+"""One image through the ViT, stage by stage, as the tutorials teach it, with the model's real tensors.
+
+`walk_image` runs the model once (vitviz.explain.interpret.walk); `StepView` holds a picture and a
+sentence per stage, drawn by `render_steps` for a chosen block and token. The sentences
+name the numbers of the model in use. No Gradio here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from PIL import Image, ImageDraw
+
+from vitviz.data.datasets import pixels_to_tensor
+from vitviz.explain import interpret as I
+from vitviz.models.loaded import loaded
+from vitviz.pictures import draw as R
+from vitviz.pictures import figures as FG
+from vitviz.pictures.explore import PictureCache, lens_panel, locks_in, token_name
+from vitviz.pictures.input_view import main_size, sees_picture
+from vitviz.pictures.panels import Scale, message_panel, panel
+
+
+@dataclass
+class Walk:
+    """What every stage is drawn from: the input pixels and the tensors of one forward pass."""
+
+    pixels: np.ndarray  # (H, W, C) uint8, as the model receives it before normalisation
+    x: torch.Tensor  # (C, H, W) normalised
+    patches: torch.Tensor  # (P, D) the patch embedding's output
+    tokens: torch.Tensor  # (N, D) CLS prepended, positional embedding added
+    blocks: torch.Tensor  # (L, N, D) each block's output
+    attn: torch.Tensor  # (L, H, N, N)
+    lens: torch.Tensor  # (L, C) the logit lens: class probabilities after each block
+    logits: torch.Tensor  # (C,)
+
+
+def walk_image(model, pixels: np.ndarray) -> Walk:
+    card = loaded(model).card
+    x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
+    w = I.walk(model, x)
+    L = w["blocks"].shape[1]
+    lens = I.lens(model, w["blocks"])[0].cpu() if card.classes else torch.zeros(L, 0)  # no classifier: no lens
+    return Walk(
+        pixels,
+        x[0].cpu(),
+        w["patches"][0].cpu(),
+        w["tokens"][0].cpu(),
+        w["blocks"][0].cpu(),
+        w["attn"][0].cpu(),
+        lens,
+        w["logits"][0].cpu(),
+    )
+
+
+@dataclass
+class StepView:
+    """A picture and a sentence per stage; the field order is the order of the outputs."""
+
+    input: np.ndarray
+    input_text: str
+    sequence: np.ndarray
+    sequence_text: str
+    embedding: np.ndarray
+    embedding_text: str
+    positions: np.ndarray
+    positions_text: str
+    block: np.ndarray
+    block_text: str
+    head: np.ndarray
+    head_text: str
+    lens: np.ndarray
+    lens_text: str
+
+    def outputs(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+
+STEP_NAMES = tuple(f.name for f in fields(StepView))
+
+
+def _matrix(m: torch.Tensor, title: str, what: str, mark_first: bool = False) -> np.ndarray:
+    """A (rows, D) matrix as a heat strip per row (one row a token), on a symmetric diverging scale."""
+    a = m.float().numpy()
+    hi = float(np.abs(a).max()) or 1.0
+    step = max(1, a.shape[1] // 384)  # at most 384 columns shown: every `step`-th value
+    a = a[:, ::step]
+    sy = max(1, min(4, 256 // a.shape[0]))
+    sx = max(1, min(3, 384 // a.shape[1]))
+    img = np.repeat(np.repeat(R.colorize(a, "RdBu_r", -hi, hi), sy, 0), sx, 1)
+    if mark_first:
+        img = img.copy()
+        img[:sy, :, :] = (0, 200, 230)  # the CLS row, outlined in the highlight colour
+    note = "" if step == 1 else f"; every {step}th value shown"
+    return panel(
+        img, title, Scale(what + note, -hi, hi, "one scale for the whole matrix", cmap="RdBu_r"), min_width=300
+    )
+
+
+def _sequence(pixels: np.ndarray, g: int, patch: int | None) -> np.ndarray:
+    """The patches cut out and laid in reading order, numbered, the selected one outlined."""
+    img = R.to_rgb(pixels)
+    p = img.shape[0] // g
+    cell = max(20, min(36, 560 // min(g * g, 16)))
+    per_row = min(g * g, 16 if g <= 8 else 28)
+    rows = -(-g * g // per_row)
+    canvas = Image.new("RGB", (per_row * (cell + 4) + 4, rows * (cell + 18) + 4), R.BG)
+    d = ImageDraw.Draw(canvas)
+    f = R.font(13 if cell >= 24 else 11)
+    for k in range(g * g):
+        r, c = divmod(k, g)
+        tile = Image.fromarray(np.ascontiguousarray(img[r * p : (r + 1) * p, c * p : (c + 1) * p])).resize(
+            (cell, cell), Image.NEAREST
+        )
+        x, y = 4 + (k % per_row) * (cell + 4), 4 + (k // per_row) * (cell + 18)
+        canvas.paste(tile, (x, y))
+        d.text((x, y + cell + 1), str(k), fill=(40, 40, 40), font=f)
+        if k == patch:
+            d.rectangle([x - 2, y - 2, x + cell + 1, y + cell + 1], outline=R.HIGHLIGHT, width=2)
+    return np.asarray(canvas)
+
+
+def _filters(model, k: int = 16) -> np.ndarray:
+    weight = loaded(model).adapter.patch_embed.proj.weight
+    w = weight.detach().float().cpu()[:k]  # (k, C, p, p)
+    lo = w.flatten(1).amin(1)[:, None, None, None]
+    hi = w.flatten(1).amax(1)[:, None, None, None]
+    grid = R.components_image((w - lo) / (hi - lo).clamp_min(1e-12), tile_size=32, cols=8)
+    return panel(
+        grid,
+        f"The first {len(w)} of {weight.shape[0]} filters",
+        Scale("filter weight, as a colour picture", 0, 1, "each filter its own range", cmap="gray", relative=True),
+    )
+
+
+def _bars(model, w: Walk) -> np.ndarray:
+    """The head: the largest logits and their softmax probabilities, side by side."""
+    classes = loaded(model).card.classes
+    k = min(10, len(classes))
+    probs = w.logits.softmax(-1)
+    idx = probs.topk(k).indices.tolist()[::-1]
+    fig = Figure(figsize=(7.2, 0.32 * k + 1.1), dpi=100)
+    a1, a2 = fig.subplots(1, 2, sharey=True)
+    names = [classes[i][:18] for i in idx]
+    a1.barh(names, [float(w.logits[i]) for i in idx], color="#6b7280")
+    a1.set_xlabel("logit (the head's raw score)")
+    a2.barh(names, [100 * float(probs[i]) for i in idx], color="#f97316")
+    a2.set_xlabel("softmax probability (%)")
+    a2.set_xlim(0, 100)
+    for ax in (a1, a2):
+        ax.grid(alpha=0.3, axis="x")
+        ax.tick_params(labelsize=10)
+    fig.tight_layout()
+    return FG.figure_to_array(fig)
+
+
+def _block(model, w: Walk, block: int, patch: int | None) -> np.ndarray:
+    """Block `block` (1-based): every head's attention from the token, and the tokens' norms after it."""
+    cfg = loaded(model).card.config
+    K = loaded(model).layout.num_prefix
+    g, row = cfg.grid_size, 0 if patch is None else K + patch
+    H = w.attn.shape[1]
+    maps = w.attn[block - 1, :, row, K:].reshape(1, H, g, g)
+    lo, hi = maps.flatten(2).amin(-1)[..., None, None], maps.flatten(2).amax(-1)[..., None, None]
+    small = max(56, min(96, 600 // H))
+    tiles = R.overlays(w.pixels, ((maps - lo) / (hi - lo).clamp_min(1e-12))[0], small, alpha=0.75)
+    heads = R.tile([list(tiles)], col_labels=[f"head {j + 1}" for j in range(H)])
+    heads = panel(
+        heads,
+        f"Block {block}: attention from {token_name(patch)}, head by head",
+        Scale("attention weight", 0, 1, "each tile its own range", relative=True),
+    )
+    norms = w.blocks[block - 1].norm(dim=-1)
+    S = main_size(cfg)
+    n = norms[K:].view(g, g)
+    pic = R.overlay(w.pixels, n, S, cmap="magma", alpha=0.8, mode="nearest", vmin=float(n.min()), vmax=float(n.max()))
+    pic = panel(
+        pic,
+        f"Token norms after block {block} (CLS: {float(norms[0]):.1f})",
+        Scale("L2 norm of each patch token", float(n.min()), float(n.max()), cmap="magma"),
+    )
+    return _side(heads, pic)
+
+
+NO_HEAD = (
+    "This model has no classifier: it learned its features without labels (DINO, DINOv2), so there is no "
+    "head to read and no prediction after any block. Explore shows its features instead."
+)
+
+
+def _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch) -> dict[str, str]:
+    """The first four stages' sentences, the same for every model."""
+    return {
+        "input_text": f"The model receives a {cfg.image_size}x{cfg.image_size} image with {C} channel(s), each "
+        f"normalised as (value - mean) / std with mean ({mean}) and std ({std}). It is cut into a "
+        f"{g}x{g} grid of {p}x{p}-pixel patches. Click a patch, or CLS, to follow it below.",
+        "sequence_text": f"The grid read row by row becomes a sequence of {P} patches, each {p} x {p} x {C} = "
+        f"{p * p * C} numbers. From here on the model sees a list, not an image.",
+        "embedding_text": f"One learned linear map (the filters above, one per output value; the first 16 of {D}) "
+        f"turns each patch into a {D}-value token: {P} x {p * p * C} -> {P} x {D}.",
+        "positions_text": f"{front} put in front ({N} tokens) and a learned positional embedding is "
+        f"added to every token, one {D}-vector per position, so each token also carries where it "
+        f"is; on this image it changes the patch tokens by {100 * grow:.0f}% of their length on "
+        f"average. Right: how similar position {patch if patch is not None else (g * g) // 2 + g // 2}'s "
+        "embedding is to every other position's (the centre one while CLS is selected).",
+    }
+
+
+def texts(model, w: Walk, block: int, patch: int | None) -> dict[str, str]:
+    """The sentences of every stage, with this model's numbers."""
+    card = loaded(model).card
+    cfg, classes = card.config, card.classes
+    P, D, N, L, p, C = cfg.num_patches, cfg.embed_dim, cfg.num_patches + 1, cfg.depth, cfg.patch_size, cfg.in_chans
+    g = cfg.grid_size
+    mean = ", ".join(f"{v:.3g}" for v in card.mean)
+    std = ", ".join(f"{v:.3g}" for v in card.std)
+    layout = loaded(model).layout
+    K = layout.num_prefix
+    N = layout.num_tokens
+    grow = float((w.tokens[K:] - w.patches).norm(dim=-1).mean() / w.patches.norm(dim=-1).mean().clamp_min(1e-12))
+    front = "A learned CLS token is" if K == 1 else f"{K} learned tokens ({', '.join(layout.prefix)}) are"
+    if not classes:
+        return {
+            **_inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch),
+            "block_text": f"Each of the {L} blocks lets every token attend to all {N} (attention, then an MLP, "
+            "each added back to its input).",
+            "head_text": NO_HEAD,
+            "lens_text": NO_HEAD,
+        }
+    top = [(classes[i], float(v)) for v, i in zip(*w.lens[block - 1].topk(min(3, len(classes))))]
+    final = int(w.logits.argmax())
+    lock = locks_in(w.lens)
+    return {
+        **_inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch),
+        "block_text": f"Each of the {L} blocks lets every token attend to all {N} (attention, then an MLP, each added "
+        f"back to its input). After block {block}, the CLS token read by the final norm and head "
+        "would give: " + ", ".join(f"{c} {100 * v:.0f}%" for c, v in top) + ".",
+        "head_text": f"After block {L} the final norm and a linear head turn the CLS token's {D} values into "
+        f"{len(classes)} logits; softmax makes them probabilities: **{classes[final]}** "
+        f"({100 * float(w.logits.softmax(-1)[final]):.1f}%).",
+        "lens_text": f"The leading class after each block; the final prediction, {classes[final]}, leads from block "
+        f"{lock} of {L} on.",
+    }
+
+
+def render_steps(
+    model, w: Walk, block: int = 1, patch: int | None = None, cache: PictureCache | None = None
+) -> tuple[StepView, set[str]]:
+    """Every stage for block `block` (1-based, clamped) and the selected token (`patch` None: CLS), and the
+    names of the pictures drawn now: those that do not depend on what changed come from `cache`."""
+    cfg = loaded(model).card.config
+    L, g = cfg.depth, cfg.grid_size
+    block = min(max(1, int(block)), L)
+    patch = patch if patch is not None and 0 <= patch < cfg.num_patches else None
+    cache = cache or PictureCache()
+    sim_at = patch if patch is not None else (g * g) // 2 + g // 2
+    prefix = ", ".join(loaded(model).layout.prefix)
+    made = {
+        "input": (("patch", patch), lambda: sees_picture(w.pixels, g, main_size(cfg), patch)),
+        "sequence": (("patch", patch), lambda: _sequence(w.pixels, g, patch)),
+        "embedding": (
+            (),
+            lambda: _side(
+                _filters(model),
+                _matrix(w.patches, f"{cfg.num_patches} patch tokens x {cfg.embed_dim} values", "embedding value"),
+            ),
+        ),
+        "positions": (
+            ("patch", patch),
+            lambda: _side(
+                _matrix(
+                    w.tokens, f"{len(w.tokens)} tokens ({prefix} first, CLS outlined) + positions", "token value", True
+                ),
+                _similarity(model, sim_at),
+            ),
+        ),
+        "block": (("block", block, "patch", patch), lambda: _block(model, w, block, patch)),
+        "head": (
+            (),
+            lambda: _bars(model, w) if loaded(model).card.classes else message_panel(224, "The head", NO_HEAD),
+        ),
+        "lens": (
+            (),
+            lambda: (
+                lens_panel(loaded(model).card.classes, w.lens)
+                if loaded(model).card.classes
+                else message_panel(224, "The logit lens", NO_HEAD)
+            ),
+        ),
+    }
+    got = {name: cache.get(name, w, key, make) for name, (key, make) in made.items()}
+    view = StepView(**{name: pic for name, (pic, _) in got.items()}, **texts(model, w, block, patch))
+    return view, {name for name, (_, new) in got.items() if new}
+
+
+def _similarity(model, position: int) -> np.ndarray:
+    return panel(
+        R.similarity_map(I.pos_embed_similarity(model), position, 224),
+        f"Position {position}'s embedding against every position's",
+        Scale("cosine similarity", -1.0, 1.0, "one scale, -1 to 1", cmap="viridis"),
+    )
+
+
+def _side(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    h = max(a.shape[0], b.shape[0])
+    pad = lambda m: np.concatenate([m, np.full((h - m.shape[0], m.shape[1], 3), 255, np.uint8)])  # noqa: E731
+    return np.concatenate([pad(a), np.full((h, 20, 3), 255, np.uint8), pad(b)], 1)

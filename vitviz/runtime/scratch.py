@@ -1,0 +1,82 @@
+"""Folders the app makes for visitors (run checkpoints, exports, random test images, the encoded pictures
+a page shows), and their pruning.
+
+Every such folder is `<VITVIZ_WORK_DIR>/vitviz-<kind>-*` (default: the system's temporary
+folder); before a new one is made, all but the newest `VITVIZ_KEEP_FOLDERS` (default 20) of
+that kind are deleted, so a long-lived app, and one restarted many times, never fills its disk.
+A folder this process still uses (`hold`) is never pruned: a busy app with more visitors than
+`VITVIZ_KEEP_FOLDERS` would otherwise delete a visitor's pictures between writing them and
+Gradio reading them. `remove_own` deletes every folder this process made, at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+KINDS = ("run", "export", "image", "stop", "pictures", "replies")
+_held: set[str] = set()  # folders in use by this process: never pruned
+_made: set[str] = set()  # every folder this process made
+_lock = threading.Lock()
+
+
+def root() -> Path:
+    return Path(os.environ.get("VITVIZ_WORK_DIR") or tempfile.gettempdir())
+
+
+def keep_default() -> int:
+    return max(1, int(os.environ.get("VITVIZ_KEEP_FOLDERS", "20")))
+
+
+def prune(kind: str, keep: int | None = None, where: str | Path | None = None):
+    """Delete all but the `keep` newest folders of this kind."""
+    keep = keep_default() if keep is None else keep
+    with _lock:
+        held = set(_held)
+    folders = [p for p in Path(where or root()).glob(f"vitviz-{kind}-*") if p.is_dir() and str(p) not in held]
+    folders.sort(key=lambda p: p.stat().st_mtime)
+    for d in folders[: max(0, len(folders) - keep)]:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def new_folder(kind: str) -> Path:
+    """A fresh folder of this kind, after pruning the old ones to make room for it."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}")
+    where = root()
+    where.mkdir(parents=True, exist_ok=True)
+    prune(kind, keep_default() - 1, where)
+    folder = tempfile.mkdtemp(prefix=f"vitviz-{kind}-", dir=where)
+    with _lock:
+        _made.add(folder)
+    return Path(folder)
+
+
+def hold(folder: str | Path):
+    """Keep `folder` from being pruned until `let_go`."""
+    with _lock:
+        _held.add(str(folder))
+
+
+def let_go(folder: str | Path):
+    with _lock:
+        _held.discard(str(folder))
+
+
+def remove_own():
+    """Delete every folder this process made (the app's normal exit)."""
+    with _lock:
+        made = list(_made)
+        _made.clear()
+        _held.clear()
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def prune_all():
+    """At start-up: what earlier runs of the app left is pruned like what this one makes."""
+    for kind in KINDS:
+        prune(kind)

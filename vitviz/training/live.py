@@ -1,0 +1,400 @@
+"""Live training for the app: one run per visitor, streamed as pictures while it learns.
+
+`stream_run` wraps vitviz.training.loop.train (the same loop the CLI uses) and turns its
+events into updates every couple of seconds: a progress line, curves, attention
+rollout on fixed probe images, the positional-embedding similarity tiles and
+sample predictions. Stop requests are keyed by the visitor's session; the loop
+checks for them every step, so a run ends within a step of the click and keeps
+what it has learned.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vitviz.data.datasets import Dataset, load_dataset, normalize
+from vitviz.explain import interpret as I
+from vitviz.models import checkpoint
+from vitviz.models.card import card_of
+from vitviz.pictures import draw as R
+from vitviz.pictures import figures as FG
+from vitviz.pictures.panels import Scale, panel
+from vitviz.runtime import scratch
+from vitviz.training.batches import check_batch
+from vitviz.training.loop import TrainConfig, train
+
+_datasets: dict[str, Dataset] = {}
+_data_lock = threading.Lock()
+
+
+def get_data(name: str) -> Dataset:
+    """The data set, loaded once per process and then only read (raises DataUnavailable)."""
+    with _data_lock:
+        if name not in _datasets:
+            _datasets[name] = load_dataset(name)
+        return _datasets[name]
+
+
+def data_available(name: str) -> bool:
+    try:
+        get_data(name)
+        return True
+    except Exception:
+        return False
+
+
+def check_fits(cfg: TrainConfig):
+    """ConfigError with a sentence, before the run starts, when its batch is larger than its training images."""
+    check_batch(cfg, len(get_data(cfg.dataset).train))
+
+
+def data_note() -> str:
+    """Where training data will come from, without loading it."""
+    from vitviz.data.datasets import DataUnavailable, find_source
+
+    try:
+        src = find_source("cifar10") or find_source("mnist")
+    except DataUnavailable as e:
+        return f"**Training data problem:** {e}. The rest of the app works."
+    if src is not None:
+        return f"Training data: the local copy at `{src.parent if src.is_file() else src}`."
+    return (
+        "Training data: downloaded by torchvision on the first run (needs internet); without it, set "
+        "VITVIZ_DATA to a folder or zip of CIFAR-10 / MNIST. The rest of the app works either way."
+    )
+
+
+def quick_defaults(device: torch.device) -> dict:
+    """Defaults that show a clear result quickly on the hardware found (tuned with benchmarks/time_to_accuracy.py)."""
+    common = dict(epochs=30, warmup=0.5, label_smoothing=0.1, augment=True, subset=0)
+    if device.type == "cuda":
+        return {**common, "preset": "tiny", "time_budget": 60, "batch_size": 512, "lr": 3e-3}
+    return {**common, "preset": "quick", "time_budget": 180, "batch_size": 256, "lr": 6e-3}
+
+
+QUICK_VAL_EVERY_S = 10  # a point on the validation curve this often (the first after half of it) ...
+QUICK_VAL_IMAGES = 256  # ... measured on this many held-out images; each epoch's end measures all of them
+
+
+def run_config(device: torch.device, **settings) -> TrainConfig:
+    """The config of a Train-tab run: the visitor's settings (validated: ConfigError with a sentence) over the
+    quick defaults, with how often to report chosen for the hardware (a CPU reports more often: its steps are slow)."""
+    quick = quick_defaults(device)
+    cpu = device.type == "cpu"
+    policy = dict(
+        warmup=quick["warmup"],
+        label_smoothing=quick["label_smoothing"],
+        eval_images=0,
+        quick_val_every_s=QUICK_VAL_EVERY_S,
+        quick_val_images=QUICK_VAL_IMAGES,
+        snapshot_every=50 if cpu else 200,
+        log_every=5 if cpu else 20,
+    )
+    return TrainConfig.parse(**{**policy, **settings})
+
+
+@dataclass
+class Update:
+    """What the page shows at one moment of a run."""
+
+    status: str  # markdown: device, progress, ETA, images/s
+    progress: float  # 0..1
+    curves: np.ndarray | None = None
+    probes: np.ndarray | None = None
+    pos_tiles: np.ndarray | None = None
+    done: bool = False
+    stopped: bool = False  # the run ended before its end (Stop, or an error): `progress` is where it got to
+    model: object = None  # the trained model (CPU copy), once the run ends
+    snapshots: dict = field(default_factory=dict)  # {epoch: model} kept along the way, once the run ends
+    files: list[str] = field(default_factory=list)
+
+
+class FileStop:
+    """A stop flag another process can see: the run's loop checks for a file (on ZeroGPU the run lives in a
+    forked worker, where an in-process flag set by the Stop button would never arrive)."""
+
+    def __init__(self):
+        self.path = scratch.new_folder("stop") / "stop"
+
+    def set(self):
+        self.path.touch()
+
+    def is_set(self) -> bool:
+        return self.path.exists()
+
+
+class Stops:
+    """Per-session stop flags."""
+
+    def __init__(self):
+        self._events: dict[str, threading.Event | FileStop] = {}
+        self._lock = threading.Lock()
+
+    def new(self, key: str, across_processes: bool = False) -> threading.Event | FileStop:
+        with self._lock:
+            ev = FileStop() if across_processes else threading.Event()
+            self._events[key] = ev
+            return ev
+
+    def stop(self, key: str) -> bool:
+        with self._lock:
+            ev = self._events.get(key)
+        if ev is None:
+            return False
+        ev.set()
+        return True
+
+    def clear(self, key: str, ev: threading.Event):
+        with self._lock:
+            if self._events.get(key) is ev:
+                del self._events[key]
+
+    def __len__(self):
+        return len(self._events)
+
+
+STOPS = Stops()
+
+
+def probe_set(data: Dataset, n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
+    """n validation images, one per class, fixed for the whole run."""
+    split = data.val if len(data.val) else data.test
+    idx = []
+    for c in range(len(data.classes)):
+        hits = (split.y == c).nonzero().flatten()
+        if len(hits):
+            idx.append(int(hits[0]))
+        if len(idx) == n:
+            break
+    idx = torch.tensor(idx)
+    return split.x[idx], split.y[idx]
+
+
+@torch.no_grad()
+def render_snapshot(model, probes_x: torch.Tensor, probes_y: torch.Tensor, classes: list[str]):
+    """(rollout over the probe images with their predictions, positional-similarity tiles)."""
+    device = next(model.parameters()).device
+    was = model.training
+    model.eval()
+    card = card_of(model)
+    x = normalize(probes_x.to(device), card.mean, card.std)
+    logits, attn = model(x, return_attention=True)
+    model.train(was)
+    roll = I.attention_rollout(attn.float().cpu())[:, 0, 1:]  # (B, P)
+    g = card.config.grid_size
+    pred = logits.argmax(-1).cpu()
+    tiles, labels, colors = [], [], []
+    for i in range(len(x)):
+        px = probes_x[i].permute(1, 2, 0).numpy()
+        m = roll[i]
+        m = (m - m.min()) / (m.max() - m.min()).clamp_min(1e-12)
+        tiles.append(R.overlay(px, m.view(g, g), 112, alpha=0.6))
+        labels.append(classes[int(pred[i])])
+        colors.append((20, 140, 40) if int(pred[i]) == int(probes_y[i]) else (200, 30, 30))
+    probes = panel(
+        R.tile([tiles], col_labels=labels, col_colors=colors),
+        "Rollout from CLS on fixed images, with the prediction (green: right, red: wrong)",
+        Scale("rolled-out attention", 0, 1, "each image its own range", relative=True),
+    )
+    sim = I.pos_embed_similarity(model)
+    pos = R.pos_similarity_tiles(sim, tile_size=max(14, min(28, 240 // g)))
+    return probes, panel(
+        pos,
+        "Positional-embedding similarity (each tile: one position against all)",
+        Scale("cosine similarity", -1.0, 1.0, "one scale for all tiles", cmap="viridis"),
+        min_width=300,
+    )
+
+
+_BEST_PACE: dict[tuple, float] = {}  # the fastest images/s seen in this process for a model and batch size
+
+
+class Pace:
+    """How fast this run trains now against the best seen here for the same model and batch: the machine is
+    shared, and a run's time budget is wall-clock seconds, so while other visitors' requests take the cores
+    the run makes fewer steps in its budget. The visitor is told when that happens."""
+
+    def __init__(self, key: tuple = (), window: int = 5, others=None):
+        self.recent: list[float] = []
+        self.key, self.window = key, window
+        self.others = others or (lambda: 0)  # how many other requests share the machine now
+        self.best = _BEST_PACE.get(key, 0.0) if key else 0.0
+
+    def _now(self) -> float | None:
+        """The speed now: the median of the last `window` reports (None until there are that many)."""
+        return sorted(self.recent)[self.window // 2] if len(self.recent) == self.window else None
+
+    def add(self, images_per_s: float):
+        self.recent = (self.recent + [images_per_s])[-self.window :]
+        if self._now() is not None:
+            self.best = max(self.best, self._now())
+            if self.key:
+                _BEST_PACE[self.key] = max(_BEST_PACE.get(self.key, 0.0), self.best)
+
+    def share(self) -> float | None:
+        """The current speed as a fraction of the best seen."""
+        now = self._now()
+        return now / self.best if now is not None and self.best else None
+
+    def note(self) -> str:
+        s, busy = self.share(), self.others()
+        if busy and (s is None or s < 0.9):
+            pace = f"training at {100 * s:.0f}% of the best speed seen here for this model; " if s else ""
+            return (
+                f"  \n**Slowed by other visitors:** {busy} other request(s) share the machine now; {pace}"
+                "the time budget is wall-clock time, so this run makes fewer steps."
+            )
+        if s is not None and s < 0.7:
+            return (
+                f"  \n**Slowed down:** training at {100 * s:.0f}% of the best speed seen here for this model; "
+                "the time budget is wall-clock time, so this run makes fewer steps."
+            )
+        return ""
+
+
+def _fmt_time(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(max(0, s))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def stream_run(
+    cfg: TrainConfig,
+    stop: threading.Event,
+    every: float = 2.0,
+    snapshot_every_s: float = 8.0,
+    out_dir: str | None = None,
+    note: str = "",
+    others=None,
+):
+    """Run training and yield `Update`s: at most one every `every` seconds, plus one per epoch and a final one."""
+    try:
+        data = get_data(cfg.dataset)
+    except Exception as e:
+        yield Update(status=f"**The {cfg.dataset} data set is not available:** {e}", progress=0.0, done=True)
+        return
+    px, py = probe_set(data)
+    steps: list[tuple[float, float]] = []
+    history: list[dict] = []
+    quick: list[dict] = []  # the quick validations
+    reached = 0.0  # how far the run got (0..1)
+    last_emit, last_snap = 0.0, 0.0
+    probes = pos = None
+    kept: dict[int, torch.nn.Module] = {}
+    head = ""
+    pace = Pace((cfg.model_config(), cfg.batch_size, cfg.device), others=others)
+    if out_dir is None:
+        out_dir = scratch.new_folder("run")
+    out = Path(out_dir) / f"vitviz-{cfg.dataset}-{cfg.preset}"
+    for ev in train(cfg, data=data, stop=stop, out=out, snapshots=True):
+        kind = ev["event"]
+        now = time.perf_counter()
+        if kind == "start":
+            head = (
+                f"Training a {ev['params']:,}-parameter ViT on **{ev['device_name']}**, "
+                f"{ev['train_images']:,} {cfg.dataset} images" + (f" {note}" if note else "")
+            )
+            yield Update(status=head + " ... starting", progress=0.0)
+            continue
+        if kind == "step":
+            steps.append((ev["epoch"], ev["loss"]))
+            pace.add(ev["images_per_s"])
+            reached = ev["progress"]
+            if now - last_emit >= every:
+                last_emit = now
+                yield Update(
+                    status=step_status(head, ev, pace), progress=ev["progress"], curves=_curves(history, steps, quick)
+                )
+        elif kind == "val":
+            quick.append(ev)
+            yield Update(status=None, progress=None, curves=_curves(history, steps, quick))
+        elif kind == "snapshot":
+            if ev["at"] == "epoch":  # big models keep fewer copies: memory is shared by every visitor
+                small = sum(p.numel() for p in ev["model"].parameters()) <= 5_000_000
+                keep_snapshot(kept, int(ev["epoch"]), ev["model"], most=6 if small else 2)
+            if ev["at"] == "epoch" or now - last_snap >= snapshot_every_s:
+                last_snap = now
+                probes, pos = render_snapshot(ev["model"], px, py, data.classes)
+                yield Update(status=None, progress=None, probes=probes, pos_tiles=pos)
+        elif kind == "epoch":
+            history.append(ev)
+            yield Update(
+                status=f"{head}  \nepoch {ev['epoch']:g}: validation accuracy **{100 * ev['val_acc']:.1f}%**",
+                progress=None,
+                curves=_curves(history, steps, quick),
+            )
+        elif kind in ("done", "stopped", "error"):
+            model = ev["model"]
+            if kind == "error":
+                yield Update(
+                    status=f"**The run stopped:** {ev['message']}",
+                    progress=reached,
+                    done=True,
+                    curves=_curves(history, steps, quick),
+                    stopped=True,
+                )
+                return
+            yield finished(
+                kind, ev, render_snapshot(model, px, py, data.classes), history, steps, quick, reached, out, kept
+            )
+            return
+
+
+def step_status(head: str, ev: dict, pace) -> str:
+    return (
+        f"{head}  \nstep {ev['step']:,}, epoch {ev['epoch']:.2f}, loss {ev['loss']:.3f}, "
+        f"{ev['images_per_s']:.0f} images/s, elapsed {_fmt_time(ev['elapsed'])}, "
+        f"about {_fmt_time(ev['eta'])} left" + pace.note()
+    )
+
+
+def finished(kind: str, ev: dict, pictures, history, steps, quick, reached: float, out: Path, kept: dict) -> Update:
+    """The last update of a run that finished or was stopped: its accuracy, its pictures, its model and files."""
+    probes, pos = pictures
+    acc = history[-1]["val_acc"] if history else float("nan")
+    files = [str(p) for p in checkpoint.paths(out)] if ev.get("path") else []
+    checkpoint.state_path(out).unlink(missing_ok=True)  # not offered
+    what = "Finished" if kind == "done" else "Stopped"
+    status = (
+        f"**{what}** after {ev['step']:,} steps ({_fmt_time(ev['train_seconds'])} of training): "
+        f"validation accuracy **{100 * acc:.1f}%**. Press *Explore this model* to look inside it, "
+        f"or download its checkpoint."
+    )
+    return Update(
+        status=status,
+        progress=1.0 if kind == "done" else reached,
+        stopped=kind != "done",
+        curves=_curves(history, steps, quick),
+        probes=probes,
+        pos_tiles=pos,
+        done=True,
+        model=copy.deepcopy(ev["model"]).cpu().eval(),
+        files=files,
+        snapshots=kept,
+    )
+
+
+def keep_snapshot(kept: dict, epoch: int, model, most: int = 6):
+    """Keep a CPU copy of the model at this epoch; past `most`, thin the middle out (first and last stay)."""
+    kept[epoch] = copy.deepcopy(model).cpu().eval()
+    while len(kept) > most:
+        keys = sorted(kept)
+        gaps = [(keys[i + 1] - keys[i - 1], keys[i]) for i in range(1, len(keys) - 1)]
+        del kept[min(gaps)[1]]
+
+
+def empty_curves() -> np.ndarray:
+    """The curves before a run: the axes, already in percent 0 to 100."""
+    return _curves([], [])
+
+
+def _curves(history, steps, quick=()) -> np.ndarray:
+    return FG.figure_to_array(FG.curves_figure(history, steps[-2000:], list(quick)))
