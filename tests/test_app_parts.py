@@ -78,22 +78,24 @@ def test_model_cache_is_bounded_and_forgets_dead_models(tiny_model):
 
 
 def test_one_slow_load_does_not_hold_up_another_model():
-    started = threading.Event()
+    """The slow load waits until the fast one has returned: were the fast one held behind the slow one's lock,
+    it would never return (the slow load gives up after 30 s, and the test fails)."""
+    started, fast_done = threading.Event(), threading.Event()
 
     def loader(key):
         if key == "slow":
             started.set()
-            time.sleep(1.5)
+            fast_done.wait(30)
         return key.upper()
 
     store = models.SharedModels(loader)
     t = threading.Thread(target=store.get, args=("slow",))
     t.start()
-    started.wait(5)
-    t0 = time.perf_counter()
+    assert started.wait(30)
     assert store.get("fast") == "FAST"
-    assert time.perf_counter() - t0 < 0.5
-    t.join()
+    assert t.is_alive()  # the slow load is still under way: the fast one did not wait for it
+    fast_done.set()
+    t.join(30)
     assert store.get("slow") == "SLOW"
 
 

@@ -309,6 +309,7 @@ def test_a_register_is_a_token_to_select(monkeypatch):
     from vitviz.app import choices
     from vitviz.app import explore_tab as explore
     from vitviz.app import menu as models
+    from vitviz.app.inputs import read_image
     from vitviz.data import gallery
     from vitviz.models.card import ModelCard, describe
     from vitviz.models.loaded import loaded
@@ -342,9 +343,9 @@ def test_a_register_is_a_token_to_select(monkeypatch):
     with pytest.raises(gr.Error, match=r"between -3 and 15 \(patches 0 to 15, -1 CLS, -2 to -3 registers 1 to 2\)"):
         explore.explain(image, "timm/tiny_reg", patch=-4)
 
-    pixels = views.image_to_pixels(r, explore.read_image(image))
+    pixels = views.image_to_pixels(r, read_image(image))
     ex = views.analyse(r, pixels, None)
-    x = vitviz.preprocess(explore.read_image(image), r)
+    x = vitviz.preprocess(read_image(image), r)
     _, attn = I.forward_with_attention(m, x)  # the module itself, as the reference
     for prefix, want_name in ((0, "CLS"), (1, "register 1"), (2, "register 2")):
         drawer = pictures._Drawer(r, ex, pictures.Options(patch=None, prefix=prefix))
