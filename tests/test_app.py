@@ -12,15 +12,16 @@ import torch
 from helpers import EXAMPLE, FakeRequest, free_port
 from PIL import Image
 
-from vitviz.app import build_demo, choices, launch, model_tab, train_tab
+from vitviz.app import build_demo, choices, handlers, launch, model_tab, train_tab
 from vitviz.app import compare_tab as compare
 from vitviz.app import explore_tab as explore
 from vitviz.app import menu as models
+from vitviz.app.visitor import DEFAULT_EXAMPLE, Visitor
 from vitviz.data import gallery
 from vitviz.pictures import explanation as views
 from vitviz.pictures import explore as pictures
 from vitviz.pictures import input_view
-from vitviz.training import live
+from vitviz.training import live, stops
 
 pytestmark = pytest.mark.usefixtures("small_data")
 
@@ -144,7 +145,7 @@ def test_page_update_sends_only_what_changed_and_says_errors_beside_their_contro
             for k in explore.OPTIONS
         ],
     ]
-    state = models.Visitor()
+    state = Visitor()
     names = pictures.OUTPUT_NAMES
     out = explore.explain_page(args()[0], "cifar10", *args()[1:], state)
     assert all(out[names.index(n)] is not None and not _skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
@@ -202,27 +203,27 @@ def test_bad_options_and_models():
 def test_mnist_model_and_its_classes():
     v = view(gallery.items("mnist")[0][0], model_key="mnist", target="3")
     assert set(v.top5) <= set("0123456789")
-    state = models.Visitor()  # showing a CIFAR-10 example
+    state = Visitor()  # showing a CIFAR-10 example
     updates = choices.controls_for("mnist", state)
     assert updates[0] == "mnist" and updates[1]["choices"][1:] == list("0123456789")
     # the CIFAR-10 image gives way to the MNIST digit in the same place of the gallery, which selects it
-    assert updates[7] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
-    assert updates[4]["selected_index"] == models.DEFAULT_EXAMPLE and not updates[9]
+    assert updates[7] == gallery.items("mnist")[DEFAULT_EXAMPLE][0]
+    assert updates[4]["selected_index"] == DEFAULT_EXAMPLE and not updates[9]
     assert _skipped(choices.controls_for("mnist", state)[7])  # already an MNIST digit: kept
     # a model that cannot be had falls back to the shipped CIFAR-10 model, said beside the menu, with a CIFAR image
     back = choices.controls_for("session", state)
     assert back[0] == "cifar10" and "No model trained" in back[9] and "instead" in back[9]
-    assert back[7] == gallery.items("cifar10")[models.DEFAULT_EXAMPLE][0]
+    assert back[7] == gallery.items("cifar10")[DEFAULT_EXAMPLE][0]
 
 
 def test_a_model_change_keeps_an_uploaded_image_that_suits_it(tmp_path):
-    state = models.Visitor()
+    state = Visitor()
     path = str(tmp_path / "mine.png")
     Image.new("RGB", (40, 40), (200, 30, 30)).save(path)
     image, patch, gal, state, note = choices.upload_image(path, "cifar10", state)
-    assert image == path and gal["selected_index"] is None and state.example is None and not note
+    assert image == path and gal["selected_index"] is None and state.crossing.example is None and not note
     assert _skipped(choices.controls_for("cifar10", state)[7])  # it suits the model: kept
-    assert choices.controls_for("mnist", state)[7] == gallery.items("mnist")[models.DEFAULT_EXAMPLE][0]
+    assert choices.controls_for("mnist", state)[7] == gallery.items("mnist")[DEFAULT_EXAMPLE][0]
     bad = str(tmp_path / "bad.png")
     open(bad, "wb").write(b"not a picture")
     out = choices.upload_image(bad, "mnist", state)
@@ -233,17 +234,17 @@ def test_upload_checkpoint(tmp_path, tiny_model):
     from vitviz.models import checkpoint
 
     checkpoint.save(tmp_path / "mine", tiny_model)
-    state = models.Visitor()
+    state = Visitor()
     msg, state, key = models.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "mine.json")], state)
     assert key == "upload" and "Loaded" in msg
     assert len(view(model_key="upload", layer=2, head=4, state=state).top5) == 5
     (tmp_path / "evil.json").write_text('{"format": "vitviz-checkpoint", "model": {"depth": "__import__"}}')
     # a refused checkpoint: a sentence for the note beside the upload, and the model menu left alone
     msg, _, menu = models.upload_checkpoint(
-        [str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")], models.Visitor()
+        [str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")], Visitor()
     )
     assert "could not be loaded" in msg and _skipped(menu)
-    msg, _, menu = models.upload_checkpoint([str(tmp_path / "mine.safetensors")], models.Visitor())
+    msg, _, menu = models.upload_checkpoint([str(tmp_path / "mine.safetensors")], Visitor())
     assert "two files" in msg and _skipped(menu)
 
 
@@ -254,12 +255,12 @@ def test_model_view_and_clicks():
     class Evt:
         index = [100, 40]
 
-    assert choices.click_token("cifar10", None, Evt()) == 1 * 8 + 3
+    assert handlers.token_at("cifar10", None, Evt()) == 1 * 8 + 3
 
     class OnCls:
         index = [input_view.cls_box(256, 8)[0] + 5, 10]
 
-    assert choices.click_token("cifar10", None, OnCls()) == -1
+    assert handlers.token_at("cifar10", None, OnCls()) == -1
 
 
 def test_train_handler_streams_and_stops_quickly():
@@ -285,7 +286,7 @@ def test_train_handler_streams_and_stops_quickly():
 
 
 def test_epoch_snapshots_can_be_compared():
-    state = models.Visitor()
+    state = Visitor()
     for out in train_tab.train_run(
         width=32, heads=2, depth=1, epochs=3, time_budget=0, batch_size=64, state=state, request=FakeRequest("snap")
     ):
@@ -341,7 +342,7 @@ def test_ten_start_stop_cycles_leave_nothing_behind():
         gc.collect()
         return sum(isinstance(o, ViT) for o in gc.get_objects())
 
-    state = models.Visitor()
+    state = Visitor()
     view()  # shipped models loaded once
     threads0, models0 = threading.active_count(), count_models()
     for i in range(10):
@@ -353,7 +354,7 @@ def test_ten_start_stop_cycles_leave_nothing_behind():
                 train_tab.stop_run(FakeRequest(f"cycle{i}"))
         state = o[6]
     assert threading.active_count() <= threads0
-    assert len(live.STOPS) == 0
+    assert len(stops.STOPS) == 0
     assert count_models() <= models0 + 1  # only the last session model is kept
 
 
@@ -418,14 +419,14 @@ def test_a_second_visitor_waits_in_line_and_sees_their_place(small_data):
     """Two page visitors (two sessions, one address, as a class behind one network): the second waits, is told
     its place, and trains once the first has finished."""
     form = ["cifar10", "quick", 1, 2, 32, 4, 50, 3, 16, 0.006, 0, False, 0]
-    first = train_tab.train_page(*form, models.Visitor(), request=FakeRequest("a"))
+    first = train_tab.train_page(*form, Visitor(), request=FakeRequest("a"))
     assert "Waiting" not in str(next(first)[0])  # the first trains at once
-    second = train_tab.train_page(*form, models.Visitor(), request=FakeRequest("b"))
+    second = train_tab.train_page(*form, Visitor(), request=FakeRequest("b"))
     got = [next(second)]
     assert "Waiting for the training slot" in got[0][0] and "number 1 in line" in got[0][0]
-    third = list(train_tab.train_page(*form, models.Visitor(), request=FakeRequest("a")))
+    third = list(train_tab.train_page(*form, Visitor(), request=FakeRequest("a")))
     assert len(third) == 1 and "one per visitor" in third[0][0]  # the same session again: refused
-    fourth = train_tab.train_page(*form, models.Visitor(), request=FakeRequest("c"))
+    fourth = train_tab.train_page(*form, Visitor(), request=FakeRequest("c"))
     assert "number 2 in line" in next(fourth)[0]
     assert train_tab.stop_run(FakeRequest("c")).startswith("Stopping")  # Stop while waiting: leaves the line
     assert "Stopped before it started" in list(fourth)[-1][0]

@@ -13,6 +13,7 @@ import torch
 from vitviz.app import choices, model_tab
 from vitviz.app import explore_tab as explore
 from vitviz.app import menu as models
+from vitviz.app.visitor import Visitor
 from vitviz.data import gallery
 from vitviz.models import checkpoint
 from vitviz.models.hub import load_model
@@ -31,7 +32,7 @@ class Evt:
 def uploaded(tmp_path, name):
     """A visitor whose uploaded checkpoint is a copy of the shipped `name` model."""
     checkpoint.save(tmp_path / name, load_model(name))
-    v = models.Visitor()
+    v = Visitor()
     models.upload_checkpoint([str(tmp_path / f"{name}.safetensors"), str(tmp_path / f"{name}.json")], v)
     return v
 

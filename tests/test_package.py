@@ -91,3 +91,34 @@ def test_no_gradio_private_attribute_is_read():
     pattern = re.compile(r"\b(demo|blocks|app|queue)\._[a-z]\w*")
     found = [f"{p.name}: {m.group(0)}" for p in PACKAGE.rglob("*.py") for m in pattern.finditer(p.read_text())]
     assert not found, found
+
+
+def test_gradio_can_read_every_handlers_annotations():
+    """Gradio passes gr.SelectData and gr.Request by a parameter's annotation; an annotation it cannot resolve
+    (a name imported only for type checkers) would silently give that handler None."""
+    import inspect
+    import typing
+
+    import vitviz.app.shell  # noqa: F401  every tab imported
+    from vitviz.app import (
+        choices,
+        compare_tab,
+        explore_tab,
+        handlers,
+        menu,
+        model_tab,
+        removal_tab,
+        steps_tab,
+        train_tab,
+    )
+
+    unresolved = []
+    for mod in (choices, compare_tab, explore_tab, handlers, menu, model_tab, removal_tab, steps_tab, train_tab):
+        for name, fn in vars(mod).items():
+            wiring = inspect.isfunction(fn) and "shell" in inspect.signature(fn).parameters  # not a handler
+            if inspect.isfunction(fn) and fn.__module__ == mod.__name__ and not wiring:
+                try:
+                    typing.get_type_hints(fn)
+                except NameError as e:
+                    unresolved.append(f"{mod.__name__}.{name}: {e}")
+    assert not unresolved, unresolved

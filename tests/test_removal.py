@@ -9,6 +9,7 @@ from vitviz.app import compare_tab as compare
 from vitviz.app import explore_tab as explore
 from vitviz.app import limits, removal_tab
 from vitviz.app import menu as models
+from vitviz.app.visitor import Visitor
 from vitviz.data import gallery
 from vitviz.data.datasets import pixels_to_tensor
 from vitviz.explain import methods
@@ -18,11 +19,11 @@ EXAMPLE = {"path": gallery.items("cifar10")[3][0]}
 
 
 def test_hiding_the_top_k_of_a_map_and_clicking_a_patch():
-    v = models.Visitor()
+    v = Visitor()
     rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v)
-    s = v.removal[1]
+    s = v.removal.result
     want = set(s.maps["LeGrad"].argsort(descending=True)[:5].tolist())
-    assert v.hidden == want and rv.summary.startswith("**5 of 64 patches hidden.**")
+    assert v.removal.hidden == want and rv.summary.startswith("**5 of 64 patches hidden.**")
     model = models.resolve_model("cifar10")
     mask = torch.zeros(1, 64, dtype=torch.bool)
     mask[0, sorted(want)] = True
@@ -31,16 +32,16 @@ def test_hiding_the_top_k_of_a_map_and_clicking_a_patch():
     assert max(rv.top5.values()) == pytest.approx(float(p.max()), abs=1e-6)
     free = min(set(range(64)) - want)
     rv2, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free, rank=False)
-    assert v.hidden == want | {free} and rv2.summary.startswith("**6 of 64")
+    assert v.removal.hidden == want | {free} and rv2.summary.startswith("**6 of 64")
     _, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free, rank=False)
-    assert v.hidden == want  # a second click shows it again
+    assert v.removal.hidden == want  # a second click shows it again
     assert not np.array_equal(rv.picture, rv2.picture)
 
 
 def test_the_curves_are_the_maps_own_deletion_curves():
-    v = models.Visitor()
+    v = Visitor()
     removal_tab.view(EXAMPLE, "cifar10", "occlusion", 0, v)
-    s = v.removal[1]
+    s = v.removal.result
     model = models.resolve_model("cifar10")
     t = torch.tensor([s.target])
     for name in ("occlusion", "gradient rollout", methods.RANDOM):
@@ -53,22 +54,22 @@ def test_the_curves_are_the_maps_own_deletion_curves():
 def test_bad_input_to_the_tab_gets_a_sentence():
     with pytest.raises(gr.Error, match="The ranking must be one of"):
         removal_tab.removal_api(EXAMPLE, "cifar10", "saliency", 3)
-    out = removal_tab.ranked(EXAMPLE, "cifar10", "LeGrad", "lots", models.Visitor())
+    out = removal_tab.ranked(EXAMPLE, "cifar10", "LeGrad", "lots", Visitor())
     assert out[-1].startswith("⚠️ The number of patches")
-    out = removal_tab.ranked(None, "cifar10", "LeGrad", 3, models.Visitor())
+    out = removal_tab.ranked(None, "cifar10", "LeGrad", 3, Visitor())
     assert out[-1].startswith("⚠️") and "Traceback" not in out[-1]
 
 
 def test_a_model_over_the_budget_gets_cheap_maps_and_a_sentence(monkeypatch):
     monkeypatch.setenv("VITVIZ_MAX_MAP_GFLOP", "1")  # the shipped model's study takes about 42
-    v = models.Visitor()
+    v = Visitor()
     rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 3, v)
-    s = v.removal[1]
-    assert "occlusion" not in s.maps and not s.curves and len(v.hidden) == 3
+    s = v.removal.result
+    assert "occlusion" not in s.maps and not s.curves and len(v.removal.hidden) == 3
     with pytest.raises(gr.Error, match="VITVIZ_MAX_MAP_GFLOP"):
-        removal_tab.view(EXAMPLE, "cifar10", "occlusion", 3, models.Visitor())
+        removal_tab.view(EXAMPLE, "cifar10", "occlusion", 3, Visitor())
     out = explore.explain_page(
-        EXAMPLE, "cifar10", "mean", 0.0, "predicted class", 6, 1, -1, 0.6, True, False, "occlusion", models.Visitor()
+        EXAMPLE, "cifar10", "mean", 0.0, "predicted class", 6, 1, -1, 0.6, True, False, "occlusion", Visitor()
     )
     assert "VITVIZ_MAX_MAP_GFLOP" in out[-2]  # said beside the method and class menus
     left = compare.compare(EXAMPLE, "cifar10", "mnist", method="occlusion")
@@ -95,7 +96,7 @@ def test_each_class_map_method_draws_its_own_map():
     i = explore.pictures.OUTPUT_NAMES.index("class_map")
     arrays = {}
     for m in methods.CLASS_MAPS:
-        v = models.Visitor()  # its picture files live as long as it does
+        v = Visitor()  # its picture files live as long as it does
         arrays[m] = np.asarray(Image.open(explore.explain(EXAMPLE, "cifar10", method=m, state=v)[i]))
     assert len({a.tobytes() for a in arrays.values()}) == 3
     with pytest.raises(gr.Error, match="method"):
@@ -127,10 +128,10 @@ def test_the_randomised_models_are_the_shipped_one_with_random_weights():
 
 
 def test_the_tab_follows_the_image_only_while_it_is_looked_at():
-    v = models.Visitor()
+    v = Visitor()
     closed = removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, v)
-    assert closed[0].get("__type__") == "update" and v.removal is None  # nothing computed while closed
+    assert closed[0].get("__type__") == "update" and v.removal.result is None  # nothing computed while closed
     opened = removal_tab.open_tab(EXAMPLE, "cifar10", "LeGrad", 3, v)
-    assert isinstance(opened[0], np.ndarray) and v.looking == "take-away" and len(v.hidden) == 3
+    assert isinstance(opened[0], np.ndarray) and v.crossing.looking == "take-away" and len(v.removal.hidden) == 3
     models.look_at("compare")(v)
     assert removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, v)[0].get("__type__") == "update"

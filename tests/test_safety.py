@@ -14,6 +14,7 @@ from helpers import EXAMPLE, FakeRequest, free_port
 from vitviz.app import build_demo, choices, launch, limits, train_tab
 from vitviz.app import explore_tab as explore
 from vitviz.app import menu as models
+from vitviz.app.visitor import Visitor
 from vitviz.models.vit import ViT
 from vitviz.runtime import scratch
 from vitviz.training import live
@@ -120,7 +121,7 @@ def test_explore_requests_are_counted_as_activity():
 
 
 def test_visitor_models_are_freed_when_they_leave_or_expire():
-    v = models.Visitor()
+    v = Visitor()
     for out in train_tab.train_run(epochs=1, time_budget=0, state=v, request=FakeRequest("leaver"), **TINY):
         pass
     assert v.models

@@ -113,9 +113,9 @@ def test_gpu_time_asked_for_is_capped(monkeypatch):
 def test_a_stop_reaches_a_run_in_another_process():
     import multiprocessing as mp
 
-    from vitviz.training import live
+    from vitviz.training import stops
 
-    stop = live.FileStop()
+    stop = stops.FileStop()
     ctx = mp.get_context("fork")
     seen = ctx.Event()
 

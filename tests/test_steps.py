@@ -8,6 +8,7 @@ from PIL import Image
 import vitviz
 from vitviz.app import menu as models
 from vitviz.app import steps_tab
+from vitviz.app.visitor import Visitor
 from vitviz.data import gallery
 from vitviz.explain import interpret as I
 from vitviz.models.hub import load_model
@@ -113,25 +114,25 @@ def test_the_lens_sentence_says_where_the_prediction_locks_in():
 
 
 def test_the_steps_handler_and_its_errors():
-    out = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 21, models.Visitor())
+    out = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 21, Visitor())
     assert len(out) == len(steps.STEP_NAMES) + 2 and out[-1] == ""
     names = steps.STEP_NAMES
     assert "After block 3" in out[names.index("block_text")]
-    bad = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 99, models.Visitor())
+    bad = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 99, Visitor())
     assert "Patch 99" in bad[-1]
 
 
 def test_the_tab_follows_the_image_only_while_it_is_open():
-    v = models.Visitor()
+    v = Visitor()
     closed = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, v)
     assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in closed[: len(steps.STEP_NAMES)])
     opened = steps_tab.open_tab({"path": EXAMPLE}, "cifar10", 1, -1, v)
-    assert isinstance(opened[0], str) and v.looking == "steps"  # drawn: a picture file
+    assert isinstance(opened[0], str) and v.crossing.looking == "steps"  # drawn: a picture file
     other = gallery.items("cifar10")[5][0]
     moved = steps_tab.follow({"path": other}, "cifar10", 1, -1, v)
     assert isinstance(moved[steps.STEP_NAMES.index("input")], str)  # a new image, redrawn while open
     models.look_at("explore")(v)
-    assert v.looking == "explore"
+    assert v.crossing.looking == "explore"
     left = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, v)  # another tab is looked at: nothing sent
     assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in left[: len(steps.STEP_NAMES)])
 

@@ -252,6 +252,7 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     from vitviz.app import compare_tab as compare
     from vitviz.app import explore_tab as explore
     from vitviz.app import menu as models
+    from vitviz.app.visitor import Visitor
     from vitviz.data import gallery
 
     reg, typed = "timm/vit_small_patch14_reg4_dinov2.lvd142m", "deit_tiny_distilled_patch16_224.fb_in1k"
@@ -266,7 +267,7 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     sim = np.asarray(Image.open(out[names.index("class_map")]))
     assert sim.shape[0] > 224  # the similarity map with its title and colour bar
     assert "knows" not in models.model_choices()[0][0]
-    controls = choices.controls_for(reg, models.Visitor(), progress=lambda *a, **k: None)
+    controls = choices.controls_for(reg, Visitor(), progress=lambda *a, **k: None)
     assert "no classifier" in controls[10]["label"] and controls[9] == ""
     steps = steps_tab.steps_api(image, reg, 12, 5)
     assert "no classifier" in steps[steps_tab.steps.STEP_NAMES.index("head_text")]
@@ -283,7 +284,7 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
         explore.explain(image, "no_such_vit_anywhere")
     with pytest.raises(gr.Error, match="not a Vision Transformer"):
         explore.explain(image, "resnet18")
-    page = choices.controls_for("resnet18", models.Visitor(), progress=lambda *a, **k: None)
+    page = choices.controls_for("resnet18", Visitor(), progress=lambda *a, **k: None)
     assert page[0] == "cifar10" and "not a Vision Transformer" in page[9]  # said beside the menu, which goes back
     assert "ResNet" in page[9] and "Error" not in page[9] and "/" not in page[9].split("(")[0]
 
@@ -310,6 +311,7 @@ def test_a_register_is_a_token_to_select(monkeypatch):
     from vitviz.app import explore_tab as explore
     from vitviz.app import menu as models
     from vitviz.app.inputs import read_image
+    from vitviz.app.visitor import Visitor
     from vitviz.data import gallery
     from vitviz.models.card import ModelCard, describe
     from vitviz.models.loaded import loaded
@@ -335,7 +337,7 @@ def test_a_register_is_a_token_to_select(monkeypatch):
     image = {"path": gallery.items("cifar10")[3][0]}
     out = explore.explain(image, "timm/tiny_reg", patch=-3, layer=2, head=2)
     assert "selected token: **register 2**" in out[-1]
-    number, menu = choices.controls_for("timm/tiny_reg", models.Visitor(), progress=lambda *a, **k: None)[5:7]
+    number, menu = choices.controls_for("timm/tiny_reg", Visitor(), progress=lambda *a, **k: None)[5:7]
     assert "-2 to -3 registers 1 to 2" in number["label"] and menu["visible"] and menu["choices"][2] == "register 2"
     assert choices.pick_prefix("register 2", "timm/tiny_reg", None) == -3
     assert choices.prefix_shown(-3, "timm/tiny_reg", None)["value"] == "register 2"

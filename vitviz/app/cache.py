@@ -7,25 +7,34 @@ entries are kept, the least recently used going first.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import LoadedViT
+
 import threading
 import weakref
 from collections import OrderedDict
 
 
 class ModelCache:
-    def __init__(self, size: int = 8):
-        self.size = size
+    def __init__(self, size=8):
+        self._size = size  # a number, or a function giving it (a bound read when it is needed)
         self._items: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
-    def _key(self, model):
+    @property
+    def size(self) -> int:
+        return int(self._size() if callable(self._size) else self._size)
+
+    def _key(self, model: LoadedViT):
         return weakref.ref(model, self._drop)
 
     def _drop(self, ref):
         with self._lock:
             self._items.pop(ref, None)
 
-    def get(self, model, make):
+    def get(self, model: LoadedViT, make):
         """The cached value for `model`, or `make()`'s, stored (computed outside the lock)."""
         key = self._key(model)
         with self._lock:

@@ -8,26 +8,33 @@ be had says so under its menu; the other side is drawn as usual.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the shell imports the tabs
+    from vitviz.app.shell import Shell
+
 import gradio as gr
 
 from vitviz.app.activity import ACTIVITY
-from vitviz.app.inputs import FUSIONS, choice, number, pixels_for
-from vitviz.app.limits import occlusion_note
+from vitviz.app.handlers import Outputs, warning
+from vitviz.app.inputs import FUSIONS, ImagePayload, choice, number, pixels_for
+from vitviz.app.limits import method_refusal
 from vitviz.app.menu import model_choices, resolve_model
+from vitviz.app.visitor import Visitor
 from vitviz.app.widgets import pic
 from vitviz.data import gallery
-from vitviz.explain.methods import CLASS_MAPS
+from vitviz.explain.methods import CLASS_MAPS, DEFAULT_CLASS_MAP
 from vitviz.pictures import explanation as views
 from vitviz.pictures import explore as pictures
 
 SIDE = ("top5", "rollout", "class_map", "rollout_strip")  # the pictures.ExploreView fields each side shows
 
 
-def one_side(image, key: str, o: pictures.Options, state) -> tuple[list, str]:
+def one_side(image: ImagePayload, key: str, o: pictures.Options, state: Visitor | None) -> tuple[list, str]:
     """(the side's outputs, "") or (Nones, the sentence saying why it could not be drawn)."""
     try:
         model = resolve_model(key, state)
-        too_costly = o.method == "occlusion" and occlusion_note(model.card.config)
+        too_costly = method_refusal(o.method, model.card.config)
         if too_costly:
             raise gr.Error(too_costly)
         ex = views.analyse(model, pixels_for(model, image))
@@ -38,24 +45,25 @@ def one_side(image, key: str, o: pictures.Options, state) -> tuple[list, str]:
 
 
 def compare(
-    image,
+    image: ImagePayload,
     model_a: str = "cifar10",
     model_b: str = "mnist",
     fusion: str = "mean",
     discard: float = 0.0,
-    method: str = CLASS_MAPS[0],
-    state=None,
+    method: str = DEFAULT_CLASS_MAP,
+    state: Visitor | None = None,
 ):
     """(left top 5, rollout, class map (`method`: gradient rollout, LeGrad or occlusion), rollout by layer, then
     the same for the right, then the left and right notes: empty, or why that side could not be drawn)."""
     o = pictures.Options(
         fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0),
-        method=choice(method, "The class map's method", list(CLASS_MAPS), default=CLASS_MAPS[0]),
+        method=choice(method, "The class map's method", list(CLASS_MAPS), default=DEFAULT_CLASS_MAP),
     )
     with ACTIVITY:
         (a, note_a), (b, note_b) = one_side(image, model_a, o, state), one_side(image, model_b, o, state)
-    return (*a, *b, note_a, note_b)
+    sides = {**{f"{n}_a": value for n, value in zip(SIDE, a)}, **{f"{n}_b": value for n, value in zip(SIDE, b)}}
+    return API.reply(**sides, note_a=note_a, note_b=note_b)
 
 
 def compare_page(*args):
@@ -63,7 +71,11 @@ def compare_page(*args):
     try:
         return (*compare(*args), "")
     except gr.Error as e:
-        return (*[gr.skip()] * (2 * len(SIDE) + 2), f"⚠️ {e.message}")
+        return PAGE.reply(note=warning(e))
+
+
+API = Outputs(*(f"{name}_{side}" for side in ("a", "b") for name in SIDE), "note_a", "note_b")
+PAGE = Outputs(*API.names, "note")  # the page's: a bad option or image said under the image
 
 
 # ---------------------------------------------------------------- layout and wiring
@@ -94,7 +106,7 @@ def build() -> dict:
             c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Rollout: heads combined by")
             c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard the weakest fraction")
             c["method"] = gr.Radio(
-                list(CLASS_MAPS), value=CLASS_MAPS[0], label="Class map: method", elem_id="compare-method"
+                list(CLASS_MAPS), value=DEFAULT_CLASS_MAP, label="Class map: method", elem_id="compare-method"
             )
             c["go"] = gr.Button(visible=False)  # /compare for API callers; the page redraws on every change
     with gr.Row(equal_height=False):
@@ -125,9 +137,9 @@ def build() -> dict:
     return c
 
 
-def wire(c: dict, shell):
+def wire(c: dict, shell: Shell):
     inputs = [c["image"], c["a"], c["b"], c["fusion"], c["discard"], c["method"], shell.state]
-    outputs = [c[f"{name}_{side}"] for side in ("a", "b") for name in SIDE] + [c["note_a"], c["note_b"]]
+    outputs = API.components(c)
     c["go"].click(
         compare,
         inputs,
@@ -139,7 +151,7 @@ def wire(c: dict, shell):
     page = dict(
         fn=compare_page,
         inputs=inputs,
-        outputs=outputs + [c["note"]],
+        outputs=PAGE.components(c),
         preprocess=False,
         api_visibility="private",
         trigger_mode="always_last",

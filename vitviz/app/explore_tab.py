@@ -9,6 +9,11 @@ and put an error beside the control it is about; the API endpoints (/explain,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the shell imports the tabs
+    from vitviz.app.shell import Shell
+
 import gradio as gr
 import torch
 
@@ -16,10 +21,12 @@ from vitviz.app.activity import ACTIVITY
 from vitviz.app.choices import (
     GALLERY_LABELS,
 )
+from vitviz.app.handlers import Outputs, pictures_reply, same_parameters_as, warning
 from vitviz.app.inputs import (
     FUSIONS,
     PREDICTED,
     FieldError,
+    ImagePayload,
     choice,
     image_and_pixels,
     layer_index,
@@ -27,25 +34,27 @@ from vitviz.app.inputs import (
     pixels_for,
     token_index,
 )
-from vitviz.app.limits import occlusion_note
-from vitviz.app.menu import DEFAULT_EXAMPLE, resolve_model, visitor
+from vitviz.app.limits import method_refusal
+from vitviz.app.menu import resolve_model
+from vitviz.app.visitor import DEFAULT_EXAMPLE, Visitor, image_key, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.data import gallery
 from vitviz.data.datasets import DATASETS, pixels_to_tensor
 from vitviz.explain import interpret as I
-from vitviz.explain.methods import CLASS_MAPS, METHODS
+from vitviz.explain.methods import CLASS_MAPS, DEFAULT_CLASS_MAP, METHODS
+from vitviz.models.loaded import LoadedViT
 from vitviz.pictures import explanation as views
 from vitviz.pictures import explore as pictures
 from vitviz.runtime import scratch
 
 OPTIONS = ("fusion", "discard", "target", "layer", "head", "patch", "alpha", "smooth", "shared", "method")
 NOTES = ("image_note", "target_note", "patch_note")
-METHOD = CLASS_MAPS[0]  # where the page says what went wrong, by the control
+METHOD = DEFAULT_CLASS_MAP
 
 
 def explore_view(
-    image,
-    model_key="cifar10",
+    image: ImagePayload,
+    model_key: str = "cifar10",
     fusion="mean",
     discard=0.0,
     target=PREDICTED,
@@ -56,14 +65,14 @@ def explore_view(
     smooth=True,
     shared=False,
     method=METHOD,
-    state=None,
+    state: Visitor | None = None,
 ):
     """(ExploreView, the names of the pictures drawn now, Explanation, visitor) for one image and options."""
     with ACTIVITY:
         v = visitor(state)
         model = resolve_model(model_key, v)
         o, clamped = _options(model, fusion, discard, layer, head, patch, alpha, smooth, shared, method)
-        too_costly = o.method == "occlusion" and occlusion_note(model.card.config)
+        too_costly = method_refusal(o.method, model.card.config)
         if too_costly:
             raise FieldError(too_costly, "target")
         photo, pixels = image_and_pixels(model, image)
@@ -71,18 +80,22 @@ def explore_view(
             t = views.parse_target(model, target)
         except ValueError as e:
             raise FieldError(f"Gradient rollout class: {e}.", "target") from None
-        key = (model_key, id(model), hash(pixels.tobytes()), t)
-        if v.last is None or v.last[0] != key:
-            v.last = (key, views.analyse(model, pixels, t))
-            v.last[1].original = views.original_thumbnail(photo)
-        ex = v.last[1]
-        view, fresh = pictures.render_explore(model, ex, o, v.pictures)
+        ex = v.explore.keep(image_key(model_key, model, pixels, t), lambda: analysed(model, pixels, t, photo))
+        view, fresh = pictures.render_explore(model, ex, o, v.explore.pictures)
         if clamped:
             view.summary = f"{clamped}\n\n{view.summary}"
         return view, fresh, ex, v
 
 
-def _options(model, fusion, discard, layer, head, patch, alpha, smooth, shared, method) -> tuple[pictures.Options, str]:
+def analysed(model: LoadedViT, pixels, target, photo) -> views.Explanation:
+    ex = views.analyse(model, pixels, target)
+    ex.original = views.original_thumbnail(photo)
+    return ex
+
+
+def _options(
+    model: LoadedViT, fusion, discard, layer, head, patch, alpha, smooth, shared, method
+) -> tuple[pictures.Options, str]:
     """The options, and the sentences saying which layer or head was brought into this model's range."""
     cfg = model.card.config
     patch, prefix = token_index(patch, model.layout)
@@ -109,27 +122,11 @@ def _method(method) -> str:
         raise FieldError(e.message, "target") from None
 
 
-def explain(
-    image,
-    model_key: str = "cifar10",
-    fusion: str = "mean",
-    discard: float = 0.0,
-    target: str = PREDICTED,
-    layer: float = 6,
-    head: float = 1,
-    patch: float = -1,
-    alpha: float = 0.6,
-    smooth: bool = True,
-    shared: bool = False,
-    method: str = METHOD,
-    state=None,
-):
+@same_parameters_as(explore_view)
+def explain(*args, **kw):
     """/explain: every Explore picture for one image and one set of options (pictures.ExploreView's fields)."""
-    view, _, _, v = explore_view(
-        image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, shared, method, state
-    )
-    files = v.files.paths(view.pictures())
-    return tuple(files.get(name, value) for name, value in zip(pictures.OUTPUT_NAMES, view.outputs()))
+    view, _, _, v = explore_view(*args, **kw)
+    return API.reply(**pictures_reply(view, pictures.OUTPUT_NAMES, pictures.PICTURE_NAMES, set(OUTPUT_SET), v.files))
 
 
 def explain_page(*args):
@@ -141,20 +138,21 @@ def explain_page(*args):
         view, fresh, _, v = explore_view(*args)
     except gr.Error as e:
         v = visitor(state)
-        v.pictures.clear()  # the page keeps its pictures; the next answer sends all of them again
+        v.explore.pictures.clear()  # the page keeps its pictures; the next answer sends all of them again
         field = getattr(e, "field", "image")
-        notes[f"{field}_note" if f"{field}_note" in notes else "image_note"] = f"⚠️ {e.message}"
-        return (*[gr.skip()] * len(pictures.OUTPUT_NAMES), v, *notes.values())
-    files = v.files.paths({k: p for k, p in view.pictures().items() if k in fresh})
-    out = [
-        files.get(name, getattr(view, name)) if name in fresh or name not in pictures.PICTURE_NAMES else gr.skip()
-        for name in pictures.OUTPUT_NAMES
-    ]
-    return (*out, v, *notes.values())
+        notes[f"{field}_note" if f"{field}_note" in notes else "image_note"] = warning(e)
+        return PAGE.reply(state=v, **notes)
+    drawn = pictures_reply(view, pictures.OUTPUT_NAMES, pictures.PICTURE_NAMES, fresh, v.files)
+    return PAGE.reply(**drawn, state=v, **notes)
+
+
+API = Outputs(*pictures.OUTPUT_NAMES)
+PAGE = Outputs(*pictures.OUTPUT_NAMES, "state", *NOTES)  # the page's update
+OUTPUT_SET = frozenset(pictures.OUTPUT_NAMES)
 
 
 @torch.inference_mode()
-def predict(image, model_key: str = "cifar10", state=None) -> dict[str, float]:
+def predict(image: ImagePayload, model_key: str = "cifar10", state: Visitor | None = None) -> dict[str, float]:
     """Top-5 class probabilities for an image, in gr.Label's format."""
     with ACTIVITY:
         model = resolve_model(model_key, state)
@@ -164,25 +162,10 @@ def predict(image, model_key: str = "cifar10", state=None) -> dict[str, float]:
     return views.top_k(model, probs)
 
 
-def export(
-    image,
-    model_key: str = "cifar10",
-    fusion: str = "mean",
-    discard: float = 0.0,
-    target: str = PREDICTED,
-    layer: float = 6,
-    head: float = 1,
-    patch: float = -1,
-    alpha: float = 0.6,
-    smooth: bool = True,
-    shared: bool = False,
-    method: str = METHOD,
-    state=None,
-):
+@same_parameters_as(explore_view)
+def export(*args, **kw):
     """Every picture of the current Explore view as PNGs in a zip, and the raw attention as .npy."""
-    view, _, ex, v = explore_view(
-        image, model_key, fusion, discard, target, layer, head, patch, alpha, smooth, shared, method, state
-    )
+    view, _, ex, v = explore_view(*args, **kw)
     zpath, npath = views.export_view(view, ex.attn, scratch.new_folder("export"))
     return [str(zpath), str(npath)], v
 
@@ -325,7 +308,7 @@ def _build_below(c: dict):
     c["api_explain"], c["api_export"] = gr.Button(visible=False), gr.Button(visible=False)
 
 
-def wire(c: dict, shell):
+def wire(c: dict, shell: Shell):
     """Explore's events. `shell` gives the model menu and the visitor's state."""
     inputs = [c["image"], shell.model_dd] + [c[k] for k in OPTIONS] + [shell.state]
     page = dict(
@@ -334,12 +317,12 @@ def wire(c: dict, shell):
         preprocess=False,
         concurrency_limit=4,
         api_visibility="private",
-        outputs=[c[name] for name in pictures.OUTPUT_NAMES] + [shell.state] + [c[k] for k in NOTES],
+        outputs=PAGE.components({**c, "state": shell.state}),
     )
     c["api_explain"].click(
         explain,
         inputs,
-        [c[name] for name in pictures.OUTPUT_NAMES],
+        API.components(c),
         preprocess=False,
         concurrency_limit=4,
         api_name="explain",

@@ -14,9 +14,11 @@ import numpy as np
 from PIL import Image
 
 from vitviz.data.datasets import open_image
+from vitviz.models.loaded import LoadedViT
 from vitviz.pictures import explanation as views
 
 FUSIONS = ["mean", "max", "min"]
+ImagePayload = dict | str | None  # what Gradio sends for an image: a file payload ({"path": ...}) or a path
 
 
 class FieldError(gr.Error):
@@ -35,7 +37,7 @@ def about(field: str, e: gr.Error) -> FieldError:
 PREDICTED = "predicted class"
 
 
-def read_image(payload) -> Image.Image:
+def read_image(payload: ImagePayload) -> Image.Image:
     """The uploaded image from a Gradio file payload (dict or path), opened with vitviz's guards; a FieldError
     about "image" otherwise."""
     try:
@@ -44,7 +46,7 @@ def read_image(payload) -> Image.Image:
         raise about("image", e) from None
 
 
-def _read_image(payload) -> Image.Image:
+def _read_image(payload: ImagePayload) -> Image.Image:
     if payload is None:
         raise gr.Error("Choose an image first: upload one or pick one from the examples.")
     path = payload.get("path") if isinstance(payload, dict) else payload
@@ -56,12 +58,12 @@ def _read_image(payload) -> Image.Image:
         raise gr.Error(f"That file could not be used: {e}.") from None
 
 
-def pixels_for(model, payload) -> np.ndarray:
+def pixels_for(model: LoadedViT, payload: ImagePayload) -> np.ndarray:
     """What `model` sees of the uploaded image: (H, W, C) uint8."""
     return image_and_pixels(model, payload)[1]
 
 
-def image_and_pixels(model, payload) -> tuple[Image.Image, np.ndarray]:
+def image_and_pixels(model: LoadedViT, payload: ImagePayload) -> tuple[Image.Image, np.ndarray]:
     """The uploaded image, opened once, and what `model` sees of it."""
     image = read_image(payload)
     try:
@@ -157,7 +159,7 @@ def layer_index(value, what: str, count: int, default: int) -> tuple[int, str]:
     a value past this model's 1 to `count` (another model's layer, a stale slider) shows the nearest one, and
     the page and the API's reply say so."""
     v = whole(value, what, -math.inf, math.inf, default=default)
-    shown = min(max(1, v), count)
+    shown = views.nearest_one_based(v, count, default=default)
     if shown == v:
         return v, ""
     noun = what.removeprefix("The ").lower()

@@ -118,6 +118,12 @@ def map_cost_note(what: str, passes: int, gflop: float) -> str:
     )
 
 
+def method_refusal(method: str, cfg) -> str:
+    """'' when `method`'s map of a model with this config fits the budget; else the sentence why not (only
+    occlusion costs more than one pass)."""
+    return occlusion_note(cfg) if method == "occlusion" else ""
+
+
 def occlusion_note(cfg) -> str:
     """'' when an occlusion map of a model with this config fits the budget; else the sentence why not."""
     from vitviz.explain.methods import forward_gflop

@@ -16,19 +16,16 @@ import re
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
 
 import gradio as gr
 import torch
 
 from vitviz.app import limits
-from vitviz.app.picfiles import REPLIES, PictureFiles
+from vitviz.app.visitor import Visitor, visitor
 from vitviz.explain.sanity import randomised
 from vitviz.models import checkpoint
 from vitviz.models.hub import load_model
 from vitviz.models.loaded import LoadedViT, loaded
-from vitviz.pictures.explore import PictureCache
-from vitviz.runtime import memory
 
 SHARED = {
     "cifar10": "CIFAR-10 ViT (shipped)",
@@ -53,7 +50,6 @@ MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
     ("Trained in this session (Train tab)", "session"),
     ("Uploaded checkpoint", "upload"),
 ]
-DEFAULT_EXAMPLE = 3  # the gallery image the page opens on
 
 
 def on_machine(key: str) -> bool:
@@ -96,83 +92,12 @@ def first_load(key: str, progress) -> str:
     )
 
 
-RETRY_LOAD_S = limits.get("VITVIZ_RETRY_LOAD_S")
-
-
-@dataclass
-class Visitor:
-    """One visitor's own things, kept in their gr.State."""
-
-    models: dict = field(default_factory=dict)  # "upload", "session", "session@<epoch>" -> model
-    last: tuple | None = None  # (key, views.Explanation) of the last image explained
-    pictures: PictureCache = field(default_factory=PictureCache)  # the Explore pictures the page shows
-    files: PictureFiles = field(default_factory=PictureFiles)  # ... and their encoded files
-    image_gallery: str = "cifar10"  # the examples the shown image belongs with (an upload: the model's then)
-    example: int | None = DEFAULT_EXAMPLE  # which of those examples it is; None: an upload or a test image
-    walk: tuple | None = None  # (key, steps.Walk) of the Step-by-step tab's image
-    step_pictures: PictureCache = field(default_factory=PictureCache)  # that tab's pictures
-    looking: str = "explore"  # the tab looked at (a tab drawn from the Explore image follows it only then)
-    removal: tuple | None = None  # (key, removal.Study) of the Take-patches-away tab's image
-    hidden: set = field(default_factory=set)  # the patches hidden there
-    menu_note: str = ""  # why the chosen model could not be had, said until the visitor picks again
-
-    def forget_session_models(self):
-        for k in [k for k in self.models if k.startswith("session")]:
-            del self.models[k]
-        self.last = None
-        self.pictures.clear()
-        self.files.clear()
-        self.walk = None
-        self.step_pictures.clear()
-        self.removal = None
-
-    def release(self):
-        """Let go of everything this visitor holds (they left, or their state expired), and give the memory
-        back to the OS."""
-        held = bool(self.models)
-        self.models.clear()
-        self.last = None
-        self.pictures.clear()
-        self.files.clear()
-        self.walk = None
-        self.step_pictures.clear()
-        self.removal = None
-        if held:
-            memory.give_back()
-
-
-def visitor(state) -> Visitor:
-    """The visitor's state; for API callers and direct calls that pass none, a fresh one whose pictures go to
-    the shared reply files (nothing of it outlives the call, and no caller's files are another's)."""
-    return state if isinstance(state, Visitor) else Visitor(files=REPLIES)
-
-
-def follower(tab: str, redraw, pictures: int):
-    """(open_tab, follow) for a tab drawn from the Explore image by `redraw(image, model, a, b, state)`, which
-    answers `pictures` outputs, the state and a note. Opening the tab draws it (only what changed since it was
-    last drawn is sent) and keeps it up to date; `follow`, on a new image or model, redraws it only while it is
-    the tab looked at (otherwise nothing now: opening it draws it)."""
-
-    def open_tab(image, model_key, a, b, state):
-        v = visitor(state)
-        v.looking = tab
-        return redraw(image, model_key, a, b, v)
-
-    def follow(image, model_key, a, b, state):
-        v = visitor(state)
-        if v.looking != tab:
-            return (*[gr.skip()] * pictures, v, gr.skip())
-        return redraw(image, model_key, a, b, v)
-
-    return open_tab, follow
-
-
 def look_at(tab: str):
     """The handler of a tab's select event for the tabs that draw nothing on opening."""
 
-    def look(state):
+    def look(state: Visitor | None):
         v = visitor(state)
-        v.looking = tab
+        v.crossing.looking = tab
         return v
 
     return look
@@ -181,7 +106,7 @@ def look_at(tab: str):
 _by_session: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
-def remember(v: Visitor, request) -> Visitor:
+def remember(v: Visitor, request: gr.Request | None) -> Visitor:
     """Note whose state this is, so that it can be freed the moment they leave (see `release_session`)."""
     key = getattr(request, "session_hash", None)
     if key:
@@ -207,7 +132,7 @@ class SharedModels:
     """The menu's models (records, vitviz.models.loaded: what `loader` gives), each loaded once on first use and then
     only read."""
 
-    def __init__(self, loader=load_model, retry_after: float = RETRY_LOAD_S):
+    def __init__(self, loader=load_model, retry_after: float | None = None):  # None: VITVIZ_RETRY_LOAD_S, read then
         self._loader, self._retry_after = loader, retry_after
         self._models: dict[str, LoadedViT] = {}
         self._failed: dict[str, tuple[float, str]] = {}  # key -> (when, the sentence to repeat)
@@ -226,7 +151,8 @@ class SharedModels:
             if key in self._models:
                 return self._models[key]
             failed = self._failed.get(key)
-            if failed and time.monotonic() - failed[0] < self._retry_after:
+            wait = limits.get("VITVIZ_RETRY_LOAD_S") if self._retry_after is None else self._retry_after
+            if failed and time.monotonic() - failed[0] < wait:
                 raise RuntimeError(failed[1])
             try:
                 with torch.inference_mode(False):  # weights must be usable by autograd later
@@ -271,7 +197,7 @@ def title_of(key: str) -> str:
     return SHARED.get(key) or f"timm model {key.removeprefix('timm/')}"
 
 
-def resolve_model(key: str, state=None):
+def resolve_model(key: str, state: Visitor | None = None):
     """The model a visitor chose (a menu entry, or any timm ViT's name typed into it); a gr.Error with a plain
     sentence when it cannot be had."""
     key = typed_key(key)
@@ -295,7 +221,7 @@ def resolve_model(key: str, state=None):
         raise gr.Error(f"The {title_of(key)} could not be loaded: {e}") from None
 
 
-def upload_checkpoint(files, state=None, request: gr.Request = None):
+def upload_checkpoint(files, state: Visitor | None = None, request: gr.Request = None):
     """Load an uploaded checkpoint (two files) into the visitor's state; it becomes the chosen model. A file that
     cannot be used gets a sentence for the note beside the upload, and the menu stays as it was."""
     v = remember(visitor(state), request)
@@ -309,7 +235,7 @@ def upload_checkpoint(files, state=None, request: gr.Request = None):
     except checkpoint.CheckpointError as e:
         return f"⚠️ That checkpoint could not be loaded: {e}.", v, gr.skip()
     v.models["upload"] = loaded(model)
-    v.last = None
+    v.explore.clear()
     cfg = model.card.config
     msg = (
         f"Loaded **{os.path.basename(weights[0])}**: {cfg.image_size}x{cfg.image_size}, patch {cfg.patch_size}, "

@@ -9,6 +9,11 @@ on a position only redraws the two similarity pictures.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the shell imports the tabs
+    from vitviz.app.shell import Shell
+
 import gradio as gr
 import torch
 from PIL import Image
@@ -17,14 +22,16 @@ from vitviz.app import limits
 from vitviz.app.cache import ModelCache
 from vitviz.app.inputs import whole
 from vitviz.app.menu import resolve_model
+from vitviz.app.visitor import Visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.data import gallery
+from vitviz.models.loaded import LoadedViT
 from vitviz.pictures import explanation as views
 
-SUMMARIES = ModelCache(int(limits.get("VITVIZ_MODEL_CACHE")))
+SUMMARIES = ModelCache(lambda: limits.get("VITVIZ_MODEL_CACHE"))
 
 
-def summary_of(model) -> views.ModelSummary:
+def summary_of(model: LoadedViT) -> views.ModelSummary:
     def make():
         card = model.card
         items = gallery.items(card.gallery)
@@ -37,7 +44,7 @@ def summary_of(model) -> views.ModelSummary:
     return SUMMARIES.get(model, make)
 
 
-def _position(model, position) -> int:
+def _position(model: LoadedViT, position) -> int:
     cfg = model.card.config
     p = whole(
         position,
@@ -50,7 +57,7 @@ def _position(model, position) -> int:
     return views.default_position(cfg) if p < 0 else p
 
 
-def model_view(model_key: str, position=-1, state=None):
+def model_view(model_key: str, position=-1, state: Visitor | None = None):
     """(positional tiles, the selected position large, distance figure, components, card, components note)."""
     model = resolve_model(model_key, state)
     s = summary_of(model)
@@ -62,7 +69,7 @@ def model_view(model_key: str, position=-1, state=None):
     return tiles, large, s.distance, s.components, s.card, note
 
 
-def pos_click(model_key: str, state, evt: gr.SelectData):
+def pos_click(model_key: str, state: Visitor | None, evt: gr.SelectData):
     """A click on the tiles: the clicked position and its two redrawn pictures."""
     model = resolve_model(model_key, state)
     cfg = model.card.config
@@ -107,7 +114,7 @@ def build() -> dict:
     return c
 
 
-def view_event(c: dict, shell) -> dict:
+def view_event(c: dict, shell: Shell) -> dict:
     return dict(
         fn=model_view,
         inputs=[shell.model_dd, c["position"], shell.state],
@@ -116,7 +123,7 @@ def view_event(c: dict, shell) -> dict:
     )
 
 
-def wire(c: dict, shell):
+def wire(c: dict, shell: Shell):
     c["pos_tiles"].select(
         pos_click,
         [shell.model_dd, shell.state],

@@ -17,6 +17,7 @@ import re
 import gradio as gr
 
 from vitviz.app import gradio_files
+from vitviz.app.visitor import Visitor
 
 
 def _names(block_fn) -> list[str]:
@@ -71,7 +72,7 @@ def _show(value) -> str:
     return f"a {type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
 
 
-def call_refused(request, exc: Exception):
+def call_refused(request: gr.Request | None, exc: Exception):
     """FastAPI's handler for a TypeError or ValueError that a route (not a handler: those become gr.Error)
     raised while reading a call, as Gradio's keyword API does for an unknown parameter: a 400 with a sentence
     instead of a bare 500."""
@@ -116,7 +117,7 @@ class PublicBlocks(gr.Blocks):
             raise gr.Error(count_sentence(block_fn, len(inputs)))
         super().validate_inputs(block_fn, inputs)
 
-    async def preprocess_data(self, block_fn, inputs, state, explicit_call: bool = False):
+    async def preprocess_data(self, block_fn, inputs, state: Visitor | None, explicit_call: bool = False):
         try:
             return await super().preprocess_data(block_fn, inputs, state, explicit_call)
         except gr.Error:

@@ -9,22 +9,28 @@ a sentence instead of the curves.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the shell imports the tabs
+    from vitviz.app.shell import Shell
+
 import gradio as gr
 
 from vitviz.app.activity import ACTIVITY
-from vitviz.app.inputs import choice, pixels_for, whole
+from vitviz.app.handlers import Outputs, follow_image, follower, token_at, warning
+from vitviz.app.inputs import ImagePayload, choice, pixels_for, whole
 from vitviz.app.limits import map_cost_note
-from vitviz.app.menu import follower, resolve_model, visitor
+from vitviz.app.menu import resolve_model
+from vitviz.app.visitor import Visitor, image_key, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.explain.methods import METHODS, RANDOM
 from vitviz.pictures import removal
-from vitviz.pictures.input_view import click_to_token
 
 OUTPUTS = ("picture", "top5", "curves", "maps", "summary")
 RANKINGS = list(METHODS) + [RANDOM]
 
 
-def _study(image, model_key, v):
+def _study(image: ImagePayload, model_key: str, v):
     """(model, Study, the sentence saying why there are no curves, or "")."""
     model = resolve_model(model_key, v)
     if not model.card.classes:
@@ -37,14 +43,19 @@ def _study(image, model_key, v):
     why = map_cost_note(
         "Every map's deletion curve and occlusion for this image", removal.study_passes(cfg), removal.study_gflop(cfg)
     )
-    key = (model_key, id(model), hash(pixels.tobytes()))
-    if v.removal is None or v.removal[0] != key:
-        v.removal = (key, removal.study(model, pixels, costly=not why))
-        v.hidden = set()
-    return model, v.removal[1], why
+    study = v.removal.keep(image_key(model_key, model, pixels), lambda: removal.study(model, pixels, costly=not why))
+    return model, study, why
 
 
-def view(image, model_key="cifar10", method="LeGrad", k=0, state=None, toggle: int | None = None, rank=True):
+def view(
+    image: ImagePayload,
+    model_key: str = "cifar10",
+    method="LeGrad",
+    k=0,
+    state: Visitor | None = None,
+    toggle: int | None = None,
+    rank=True,
+):
     """(RemovalView, visitor). `rank`: hide the top k of `method` (else keep the visitor's own patches);
     `toggle`: a patch to hide or show again."""
     with ACTIVITY:
@@ -55,17 +66,18 @@ def view(image, model_key="cifar10", method="LeGrad", k=0, state=None, toggle: i
         if method not in s.maps:
             raise gr.Error(f"{method} is not computed for this model here: {why}")
         if rank:
-            v.hidden = removal.top_patches(s, method, whole(k, "The number of patches", 0, P, default=0))
+            v.removal.hidden = removal.top_patches(s, method, whole(k, "The number of patches", 0, P, default=0))
         if toggle is not None and 0 <= toggle < P:
-            v.hidden ^= {toggle}
-        return removal.render_removal(model, s, v.hidden, why), v
+            v.removal.hidden ^= {toggle}
+        return removal.render_removal(model, s, v.removal.hidden, why), v
 
 
-def _page(v_or_error, state):
+def _page(v_or_error, state: Visitor | None, outputs: Outputs | None = None, **more):
+    outputs = outputs or PAGE
     if isinstance(v_or_error, gr.Error):
-        return (*[gr.skip()] * len(OUTPUTS), visitor(state), f"⚠️ {v_or_error.message}")
+        return outputs.reply(state=visitor(state), note=warning(v_or_error))
     rv, v = v_or_error
-    return (*[getattr(rv, name) for name in OUTPUTS], v, "")
+    return outputs.reply(**{name: getattr(rv, name) for name in OUTPUTS}, state=v, note="", **more)
 
 
 def _try(fn, *args, **kw):
@@ -75,34 +87,36 @@ def _try(fn, *args, **kw):
         return e
 
 
-def ranked(image, model_key, method, k, state):
+def ranked(image: ImagePayload, model_key: str, method, k, state: Visitor | None):
     """The slider or the ranking changed: the top k of that map hidden."""
     return _page(_try(view, image, model_key, method, k, state), state)
 
 
-def clicked(image, model_key, method, k, state, evt: gr.SelectData):
+def clicked(image: ImagePayload, model_key: str, method, k, state: Visitor | None, evt: gr.SelectData):
     """A click on the picture: that patch hidden, or shown again."""
-    try:
-        cfg = resolve_model(model_key, state).card.config
-    except gr.Error as e:
-        return _page(e, state)
-    p = click_to_token(evt.index[0], evt.index[1], cfg)  # the same grid as Explore's input; no CLS tile here
+    p = token_at(model_key, state, evt)  # the same grid as Explore's input; no CLS tile here
+    if not isinstance(p, int):
+        return PAGE.reply()
     return _page(_try(view, image, model_key, method, k, state, toggle=p, rank=False), state)
 
 
-def show_all(image, model_key, method, state):
-    out = _page(_try(view, image, model_key, method, 0, state), state)
-    return (*out, 0)
+def show_all(image: ImagePayload, model_key: str, method, state: Visitor | None):
+    return _page(_try(view, image, model_key, method, 0, state), state, RESET, k=0)
 
 
-def removal_api(image, model_key: str = "cifar10", method: str = "LeGrad", k: float = 0, state=None):
+def removal_api(
+    image: ImagePayload, model_key: str = "cifar10", method: str = "LeGrad", k: float = 0, state: Visitor | None = None
+):
     """/take_away: the image with the top k patches of `method` hidden: (picture, top 5 without them, deletion
     curves, every map with its AUC, summary)."""
     rv, _ = view(image, model_key, method, k, state)
-    return tuple(getattr(rv, name) for name in OUTPUTS)
+    return API.reply(**{name: getattr(rv, name) for name in OUTPUTS})
 
 
-open_tab, follow = follower("take-away", ranked, len(OUTPUTS))
+PAGE = Outputs(*OUTPUTS, "state", "note")  # the page's update
+RESET = Outputs(*PAGE.names, "k")  # Show all's: the slider back at 0 too
+API = Outputs(*OUTPUTS)
+open_tab, follow = follower("take-away", ranked, PAGE)
 
 
 # ---------------------------------------------------------------- layout and wiring
@@ -145,7 +159,7 @@ def build() -> dict:
     return c
 
 
-def k_range(model_key: str, state):
+def k_range(model_key: str, state: Visitor | None):
     try:
         P = resolve_model(model_key, state).card.config.num_patches
     except gr.Error:
@@ -153,40 +167,28 @@ def k_range(model_key: str, state):
     return gr.update(maximum=P, value=0)
 
 
-def wire(c: dict, shell, image, tab):
+def wire(c: dict, shell: Shell, image: ImagePayload, tab):
     inputs = [image, shell.model_dd, c["method"], c["k"], shell.state]
-    outputs = [c[name] for name in OUTPUTS] + [shell.state, c["note"]]
-    page = dict(
-        fn=ranked,
-        inputs=inputs,
-        outputs=outputs,
-        preprocess=False,
-        api_visibility="private",
-        trigger_mode="always_last",
-        concurrency_limit=4,
-    )
-    tab.select(**{**page, "fn": open_tab})
-    image.change(**{**page, "fn": follow})
+    outputs = PAGE.components({**c, "state": shell.state})
+    redraw = dict(fn=ranked, inputs=inputs, outputs=outputs)
+    page = follow_image(tab, image, shell, redraw, open_tab, follow, (k_range, c["k"]))
     c["method"].change(**page)
     c["k"].change(**page)  # always_last: a drag redraws once it rests
     c["picture"].select(clicked, inputs, outputs, preprocess=False, api_visibility="private", concurrency_limit=4)
     c["reset"].click(
         show_all,
         [image, shell.model_dd, c["method"], shell.state],
-        outputs + [c["k"]],
+        RESET.components({**c, "state": shell.state}),
         preprocess=False,
         api_visibility="private",
     )
     c["api"].click(
         removal_api,
         inputs,
-        [c[name] for name in OUTPUTS],
+        API.components(c),
         preprocess=False,
         api_name="take_away",
         concurrency_limit=4,
         api_description="The image with the top k patches of a map hidden, the "
         "prediction without them, and every map's deletion curve.",
-    )
-    shell.model_dd.change(k_range, [shell.model_dd, shell.state], c["k"], api_visibility="private").then(
-        **{**page, "fn": follow}
     )

@@ -19,8 +19,9 @@ import gradio as gr
 from vitviz.app import choices, gradio_files, limits, model_tab, removal_tab, steps_tab, train_tab
 from vitviz.app import compare_tab as compare
 from vitviz.app import explore_tab as explore
-from vitviz.app.menu import Visitor, look_at, model_choices, release_session, release_state, upload_checkpoint
+from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
 from vitviz.app.public import APP_KWARGS, PublicBlocks
+from vitviz.app.visitor import Visitor
 from vitviz.runtime import scratch
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"

@@ -7,15 +7,20 @@ image and model, and a stage is redrawn only when what it shows changed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the shell imports the tabs
+    from vitviz.app.shell import Shell
+
 import gradio as gr
 
 from vitviz.app.activity import ACTIVITY
-from vitviz.app.inputs import layer_index, patch_index, pixels_for
-from vitviz.app.menu import follower, resolve_model, visitor
+from vitviz.app.handlers import Outputs, follow_image, follower, pictures_reply, token_at, warning
+from vitviz.app.inputs import ImagePayload, layer_index, patch_index, pixels_for
+from vitviz.app.menu import resolve_model
+from vitviz.app.visitor import Visitor, image_key, visitor
 from vitviz.app.widgets import pic
 from vitviz.pictures import steps
-from vitviz.pictures.explore import PictureCache
-from vitviz.pictures.input_view import click_to_token
 
 STAGES = [  # (picture field, title)
     ("input", "1. The input, as the model receives it"),
@@ -28,7 +33,9 @@ STAGES = [  # (picture field, title)
 ]
 
 
-def step_view(image, model_key: str = "cifar10", block: float = 1, patch: float = -1, state=None):
+def step_view(
+    image: ImagePayload, model_key: str = "cifar10", block: float = 1, patch: float = -1, state: Visitor | None = None
+):
     """(steps.StepView, the names of the pictures drawn now, the visitor)."""
     with ACTIVITY:
         v = visitor(state)
@@ -37,55 +44,42 @@ def step_view(image, model_key: str = "cifar10", block: float = 1, patch: float 
         b, clamped = layer_index(block, "The block", cfg.depth, default=1)
         p = patch_index(patch, cfg.num_patches)
         pixels = pixels_for(model, image)
-        key = (model_key, id(model), hash(pixels.tobytes()))
-        if v.walk is None or v.walk[0] != key:
-            v.walk = (key, steps.walk_image(model, pixels))
-            v.step_pictures = PictureCache()
-        view, fresh = steps.render_steps(model, v.walk[1], b, p, v.step_pictures)
+        walk = v.steps.keep(image_key(model_key, model, pixels), lambda: steps.walk_image(model, pixels))
+        view, fresh = steps.render_steps(model, walk, b, p, v.steps.pictures)
         if clamped:
             view.block_text = f"{clamped}\n\n{view.block_text}"
     return view, fresh, v
 
 
-def step_page(image, model_key, block, patch, state):
+def step_page(image: ImagePayload, model_key: str, block, patch, state: Visitor | None):
     """The page's update: the pictures that changed (gr.skip() for the rest, each new one encoded once) and
     every sentence, then the state; or the reason beside the controls, the pictures kept."""
     try:
         view, fresh, v = step_view(image, model_key, block, patch, state)
     except gr.Error as e:
         v = visitor(state)
-        v.step_pictures.clear()
-        return (*[gr.skip()] * len(steps.STEP_NAMES), v, f"⚠️ {e.message}")
-    files = v.files.paths({name: getattr(view, name) for name in fresh})
-    out = [
-        files[name] if name in fresh else gr.skip() if name in PICTURES else getattr(view, name)
-        for name in steps.STEP_NAMES
-    ]
-    return (*out, v, "")
+        v.steps.pictures.clear()
+        return PAGE.reply(state=v, note=warning(e))
+    return PAGE.reply(**pictures_reply(view, steps.STEP_NAMES, PICTURES, fresh, v.files), state=v, note="")
 
 
 PICTURES = {name for name, _ in STAGES}
+PAGE = Outputs(*steps.STEP_NAMES, "state", "note")  # the page's update
 
 
-def steps_api(image, model_key: str = "cifar10", block: float = 1, patch: float = -1, state=None):
+def steps_api(
+    image: ImagePayload, model_key: str = "cifar10", block: float = 1, patch: float = -1, state: Visitor | None = None
+):
     """/steps: every stage's picture (a file) and sentence, in steps.StepView's field order."""
     view, _, v = step_view(image, model_key, block, patch, state)
-    files = v.files.paths({name: getattr(view, name) for name in PICTURES})
-    return tuple(files.get(name, getattr(view, name)) for name in steps.STEP_NAMES)
+    return API.reply(**pictures_reply(view, steps.STEP_NAMES, PICTURES, set(PICTURES), v.files))
 
 
-open_tab, follow = follower("steps", step_page, len(steps.STEP_NAMES))
+API = Outputs(*steps.STEP_NAMES)
+open_tab, follow = follower("steps", step_page, PAGE)
 
 
-def click(model_key: str, state, evt: gr.SelectData):
-    try:
-        cfg = resolve_model(model_key, state).card.config
-    except gr.Error:
-        return gr.skip()
-    return click_to_token(evt.index[0], evt.index[1], cfg)
-
-
-def block_range(model_key: str, state):
+def block_range(model_key: str, state: Visitor | None):
     try:
         depth = resolve_model(model_key, state).card.config.depth
     except gr.Error:
@@ -119,24 +113,15 @@ def build() -> dict:
     return c
 
 
-def wire(c: dict, shell, image, tab):
+def wire(c: dict, shell: Shell, image: ImagePayload, tab):
     inputs = [image, shell.model_dd, c["which_block"], c["token"], shell.state]
-    outputs = [c[name] for name in steps.STEP_NAMES] + [shell.state, c["note"]]
-    page = dict(
-        fn=step_page,
-        inputs=inputs,
-        outputs=outputs,
-        preprocess=False,
-        api_visibility="private",
-        trigger_mode="always_last",
-        concurrency_limit=4,
-    )
-    tab.select(**{**page, "fn": open_tab})
-    image.change(**{**page, "fn": follow})
+    outputs = PAGE.components({**c, "state": shell.state})
+    redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)
+    page = follow_image(tab, image, shell, redraw, open_tab, follow, (block_range, c["which_block"]))
     c["api"].click(
         steps_api,
         inputs,
-        [c[name] for name in steps.STEP_NAMES],
+        API.components(c),
         preprocess=False,
         api_name="steps",
         concurrency_limit=4,
@@ -145,7 +130,4 @@ def wire(c: dict, shell, image, tab):
     )
     c["which_block"].change(**page)
     c["token"].change(**page)
-    c["input"].select(click, [shell.model_dd, shell.state], c["token"], api_visibility="private")
-    shell.model_dd.change(block_range, [shell.model_dd, shell.state], c["which_block"], api_visibility="private").then(
-        **{**page, "fn": follow}
-    )
+    c["input"].select(token_at, [shell.model_dd, shell.state], c["token"], api_visibility="private")

@@ -8,6 +8,11 @@ itself is vitviz.training.live's stream over the same loop the CLI uses.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the shell imports the tabs
+    from vitviz.app.shell import Shell
+
 import functools
 import inspect
 
@@ -15,8 +20,10 @@ import gradio as gr
 
 from vitviz.app import limits
 from vitviz.app.activity import ACTIVITY
-from vitviz.app.menu import model_choices, remember, visitor
+from vitviz.app.handlers import Outputs, warning
+from vitviz.app.menu import model_choices, remember
 from vitviz.app.places import PLACES, Refused
+from vitviz.app.visitor import Visitor, visitor
 from vitviz.app.widgets import help_line, pic, progress_html
 from vitviz.data.datasets import DATASETS
 from vitviz.models.loaded import loaded
@@ -25,6 +32,7 @@ from vitviz.runtime import memory, zerogpu
 from vitviz.runtime.device import describe_device, pick_device
 from vitviz.training import live
 from vitviz.training.config import ConfigError
+from vitviz.training.stops import STOPS
 
 ZERO_GPU = zerogpu.enabled()  # Hugging Face ZeroGPU: a GPU is attached for each run
 
@@ -86,7 +94,7 @@ def train_run(
     subset: float | None = None,
     augment: bool | None = None,
     seed: float = 0,
-    state=None,
+    state: Visitor | None = None,
     request: gr.Request = None,
 ):
     """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state,
@@ -96,7 +104,7 @@ def train_run(
     yield from _train(form, state, request, page=False)
 
 
-def _train(form: tuple, state, request: gr.Request | None, page: bool):
+def _train(form: tuple, state: Visitor | None, request: gr.Request | None, page: bool):
     v = remember(visitor(state), request)
     try:
         cfg = live.run_config(device(), **settings(*form))
@@ -120,30 +128,27 @@ def _train(form: tuple, state, request: gr.Request | None, page: bool):
     except Refused as e:
         raise gr.Error(str(e)) from None
     key = _session_key(request)
-    stop = live.STOPS.new(key, across_processes=ZERO_GPU)  # on ZeroGPU the run lives in a forked worker
+    stop = STOPS.new(key, across_processes=ZERO_GPU)  # on ZeroGPU the run lives in a forked worker
     try:
         while not place.wait(1.0):
             if stop.is_set():  # Stop while waiting: leave the line
-                yield ("Stopped before it started: you left the line.", *[gr.skip()] * 5, v, gr.skip(), gr.skip())
+                yield RUN.reply(status="Stopped before it started: you left the line.", state=v)
                 return
             yield _waiting(place.ahead(), v)
         for up in stream(cfg, stop, note=capped, others=ACTIVITY.recent):
             yield _outputs(up, v)
     finally:
-        live.STOPS.clear(key, stop)
+        STOPS.clear(key, stop)
         place.leave()
         memory.give_back()  # what the run's activations and optimizer held
 
 
 def _waiting(ahead: int, v) -> tuple:
     running, _ = PLACES.counts()
-    return (
-        f"Waiting for the training slot: {running} run(s) training, you are number {ahead} in line. Your "
+    return RUN.reply(
+        status=f"Waiting for the training slot: {running} run(s) training, you are number {ahead} in line. Your "
         "run starts by itself.",
-        *[gr.skip()] * 5,
-        v,
-        gr.skip(),
-        gr.skip(),
+        state=v,
     )
 
 
@@ -158,7 +163,7 @@ def train_page(*args, **kwargs):
     try:
         yield from _train(form, given["state"], given["request"], page=True)
     except gr.Error as e:
-        yield (f"⚠️ {e.message}", *[gr.skip()] * 5, visitor(given["state"]), gr.skip(), gr.skip())
+        yield RUN.reply(status=warning(e), state=visitor(given["state"]))
 
 
 TRAIN_SIGNATURE = inspect.signature(train_run)
@@ -166,8 +171,7 @@ TRAIN_SIGNATURE = inspect.signature(train_run)
 
 def _outputs(up: live.Update, v) -> tuple:
     """One streamed update as the tab's outputs; gr.skip() for what did not change."""
-    skip = gr.skip()
-    menus = (skip, skip)
+    menus = {}
     if up.done and up.model is not None:
         v.forget_session_models()
         v.models["session"] = loaded(up.model)
@@ -175,26 +179,27 @@ def _outputs(up: live.Update, v) -> tuple:
         choices = model_choices() + [
             (f"Trained in this session, after epoch {e}", f"session@{e}") for e in sorted(up.snapshots)
         ]
-        menus = (gr.update(choices=choices), gr.update(choices=choices, value="session"))
-    return (
-        up.status if up.status is not None else skip,
-        progress_html(up.progress, up.stopped) if up.progress is not None else skip,
-        up.curves if up.curves is not None else skip,
-        up.probes if up.probes is not None else skip,
-        up.pos_tiles if up.pos_tiles is not None else skip,
-        up.files if up.files else skip,
-        v,
-        *menus,
+        menus = {"menu_a": gr.update(choices=choices), "menu_b": gr.update(choices=choices, value="session")}
+    given = {"status": up.status, "curves": up.curves, "probes": up.probes, "pos": up.pos_tiles}
+    return RUN.reply(
+        **{k: value for k, value in given.items() if value is not None},
+        **({"progress": progress_html(up.progress, up.stopped)} if up.progress is not None else {}),
+        **({"files": up.files} if up.files else {}),
+        state=v,
+        **menus,
     )
 
 
+RUN = Outputs("status", "progress", "curves", "probes", "pos", "files", "state", "menu_a", "menu_b")
+
+
 def stop_run(request: gr.Request = None) -> str:
-    if live.STOPS.stop(_session_key(request)):
+    if STOPS.stop(_session_key(request)):
         return "Stopping: the run keeps what it has learned so far."
     return "No run of yours is going."
 
 
-def explore_trained(state):
+def explore_trained(state: Visitor | None):
     if visitor(state).models.get("session") is None:
         raise gr.Error("Train a model first: press Train and wait for it to finish, or stop it.")
     return gr.update(value="session"), gr.Tabs(selected="explore")
@@ -205,7 +210,7 @@ def running_buttons():
     return gr.update(interactive=False), gr.update(interactive=True), gr.update(interactive=False)
 
 
-def idle_buttons(state):
+def idle_buttons(state: Visitor | None):
     """After a run (or a refused one): Train on, Stop off, Explore-this-model on if there is a model to explore."""
     has_model = visitor(state).models.get("session") is not None
     return gr.update(interactive=True), gr.update(interactive=False), gr.update(interactive=has_model)
@@ -317,23 +322,14 @@ FORM = (
 )
 
 
-def wire(c: dict, shell, compare_menus: list, demo: gr.Blocks):
+def wire(c: dict, shell: Shell, compare_menus: list, demo: gr.Blocks):
     c["preset"].change(
         preset_sizes, c["preset"], [c["depth"], c["heads"], c["width"], c["patch"]], api_visibility="private"
     )
     buttons = [c["train"], c["stop"], c["use"]]
     run = dict(
         inputs=[c[k] for k in FORM] + [shell.state],
-        outputs=[
-            c["status"],
-            c["progress"],
-            c["curves"],
-            c["probes"],
-            c["pos"],
-            c["files"],
-            shell.state,
-            *compare_menus,
-        ],
+        outputs=RUN.components({**c, "state": shell.state, "menu_a": compare_menus[0], "menu_b": compare_menus[1]}),
         concurrency_limit=None,
         concurrency_id="train",  # vitviz.app.places keeps the line
         preprocess=False,

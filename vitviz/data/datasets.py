@@ -12,6 +12,11 @@ the one function the CLI, the app and the tests share.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import LoadedViT
+
 import hashlib
 import io
 import math
@@ -361,7 +366,7 @@ def pixels_to_tensor(pixels: np.ndarray, mean, std) -> torch.Tensor:
     return normalize(x, mean, std)
 
 
-def preprocess(image: Image.Image, model) -> torch.Tensor:
+def preprocess(image: Image.Image, model: LoadedViT | torch.nn.Module) -> torch.Tensor:
     """A PIL image (any mode, any size) -> the (1, C, H, W) float tensor `model` expects."""
     card = card_of(model)
     pixels = to_pixels(image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark)

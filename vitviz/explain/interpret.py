@@ -9,6 +9,11 @@ adapter) and on timm's (vitviz.models.timm_vit's). A function that gets attentio
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import LoadedViT
+
 import math
 
 import torch
@@ -17,32 +22,34 @@ from vitviz.models.loaded import eval_mode, loaded
 from vitviz.runtime.device import bf16_available
 
 
-def num_prefix(model) -> int:
+def num_prefix(model: LoadedViT) -> int:
     """K: how many tokens come before the patches (1 for CLS alone; 2 with DeiT's distillation token; 1 + the
     registers for DINOv2 with registers)."""
     return loaded(model).layout.num_prefix
 
 
-def classify(model, tokens: torch.Tensor) -> torch.Tensor:
+def classify(model: LoadedViT, tokens: torch.Tensor) -> torch.Tensor:
     """Logits from (B, N, D) tokens as the model's final norm and head read them (its CLS token, or what its
     head pools), as if the model stopped where these tokens are."""
     return loaded(model).classify(tokens)
 
 
-def intermediates(model, x: torch.Tensor, grad: bool = False) -> dict:
+def intermediates(model: LoadedViT, x: torch.Tensor, grad: bool = False) -> dict:
     """One eval-mode pass that returns everything it computed, from this call alone (LoadedViT's
     forward_intermediates). No hook goes on the model and nothing is kept on it, so any number of threads can
     share one model."""
     return loaded(model).forward_intermediates(x, grad)
 
 
-def forward_with_attention(model, x: torch.Tensor, grad: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def forward_with_attention(
+    model: LoadedViT, x: torch.Tensor, grad: bool = False
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """(logits (B, C), [L x (B, H, N, N)]) in eval mode. With grad=True the attention stays in the graph."""
     out = intermediates(model, x, grad)
     return out["logits"], out["attn"]
 
 
-def attention_maps(model, x: torch.Tensor) -> torch.Tensor:
+def attention_maps(model: LoadedViT, x: torch.Tensor) -> torch.Tensor:
     """Softmax attention of every layer and head: (B, L, H, N, N). Leaves the model as it was."""
     if x.ndim != 4:
         raise ValueError(f"expected a (B, C, H, W) batch, got shape {tuple(x.shape)}")
@@ -98,7 +105,7 @@ def attention_rollout(
     return torch.stack(layers, dim=1) if all_layers else result
 
 
-def _targets(logits: torch.Tensor, target) -> torch.Tensor:
+def _targets(logits: torch.Tensor, target: torch.Tensor | int | None) -> torch.Tensor:
     B = logits.shape[0]
     if target is None:
         return logits.argmax(-1)
@@ -111,7 +118,7 @@ def _targets(logits: torch.Tensor, target) -> torch.Tensor:
     return t
 
 
-def gradient_rollout(model, x: torch.Tensor, target=None) -> torch.Tensor:
+def gradient_rollout(model: LoadedViT, x: torch.Tensor, target: torch.Tensor | int | None = None) -> torch.Tensor:
     """Class-specific relevance (Chefer, Gur & Wolf, ICCV 2021): (B, C, H, W) -> (B, P).
 
     Per layer A_bar = mean over heads of max(0, dy_t/dA * A); R starts at the
@@ -172,7 +179,7 @@ def mean_attention_distance(attn: torch.Tensor, patch_size: float, prefix: int =
     return (w * dist).sum(-1).mean(dim=(0, -1))  # (B, L, H, P) -> (L, H)
 
 
-def pos_embed_similarity(model) -> torch.Tensor:
+def pos_embed_similarity(model: LoadedViT) -> torch.Tensor:
     """(P, P) cosine similarity between the patch positions' learned embeddings (prefix tokens left out: the
     patches' positions are the last P in every family)."""
     v = loaded(model)
@@ -181,7 +188,7 @@ def pos_embed_similarity(model) -> torch.Tensor:
     return (pe @ pe.T).clamp(-1, 1)
 
 
-def patch_embed_components(model, k: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+def patch_embed_components(model: LoadedViT, k: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k principal components of the patch-embedding filters (Figure 7, left).
 
     Returns (components (k, C, p, p), each scaled to [0, 1] for display; explained variance ratio (k,)).
@@ -207,7 +214,7 @@ def patch_attention(attn: torch.Tensor, patch: int, prefix: int = 1) -> torch.Te
     return attn[..., prefix + patch, prefix:]
 
 
-def attention_and_relevance(model, x: torch.Tensor, target=None) -> dict:
+def attention_and_relevance(model: LoadedViT, x: torch.Tensor, target: torch.Tensor | int | None = None) -> dict:
     """One forward and one backward pass for what the Explore view draws: logits (B, C), the explained
     class (B,), attention (B, L, H, N, N), gradient rollout (B, P) and the logit lens (B, L, C). Rollout and
     distances are cheap functions of the attention; the caller computes the ones it shows."""
@@ -237,7 +244,13 @@ def hide_patches(x: torch.Tensor, hidden: torch.Tensor, patch: int) -> torch.Ten
 
 
 @torch.no_grad()
-def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256, bf16: bool | None = None) -> torch.Tensor:
+def occlusion(
+    model: LoadedViT,
+    x: torch.Tensor,
+    target: torch.Tensor | int | None = None,
+    batch_size: int = 256,
+    bf16: bool | None = None,
+) -> torch.Tensor:
     """How much the target class's probability falls when one patch is hidden: (B, C, H, W) -> (B, P).
 
     A hidden patch is set to the data set's mean colour (`hide_patches`). `target` None means the predicted
@@ -266,7 +279,7 @@ def occlusion(model, x: torch.Tensor, target=None, batch_size: int = 256, bf16: 
     return base.cpu()[:, None] - hidden.view(B, P)
 
 
-def legrad(model, x: torch.Tensor, target=None) -> torch.Tensor:
+def legrad(model: LoadedViT, x: torch.Tensor, target: torch.Tensor | int | None = None) -> torch.Tensor:
     """LeGrad (Bousselham et al., 2024): (B, C, H, W) -> (B, P), each image's map scaled to 0..1.
 
     For every layer l the CLS token after block l goes through the final norm and head, as if the model
@@ -288,7 +301,7 @@ def legrad(model, x: torch.Tensor, target=None) -> torch.Tensor:
 
 
 @torch.no_grad()
-def token_norms(model, x: torch.Tensor) -> torch.Tensor:
+def token_norms(model: LoadedViT, x: torch.Tensor) -> torch.Tensor:
     """The L2 norm of every token after each block: (B, C, H, W) -> (B, L, N), CLS first. Large ViTs grow a
     few high-norm tokens that dominate attention (Darcet et al., 2024, "Vision Transformers Need Registers")."""
     return torch.stack([t.float().norm(dim=-1) for t in intermediates(model, x)["tokens"]], 1)
@@ -308,7 +321,7 @@ def norm_outliers(norms: torch.Tensor, ratio: float = OUTLIER_RATIO, prefix: int
     return sorted(found, key=lambda f: -f[2])
 
 
-def walk(model, x: torch.Tensor) -> dict:
+def walk(model: LoadedViT, x: torch.Tensor) -> dict:
     """One image batch through the model, stage by stage, with the real tensors (eval mode, no gradients):
     'patches' (B, P, D) the patch embedding's output; 'tokens' (B, N, D) CLS prepended and the positional
     embedding added, as the first block receives them; 'blocks' (B, L, N, D) each block's output; 'attn'
@@ -323,7 +336,7 @@ def walk(model, x: torch.Tensor) -> dict:
     }
 
 
-def lens(model, blocks: torch.Tensor) -> torch.Tensor:
+def lens(model: LoadedViT, blocks: torch.Tensor) -> torch.Tensor:
     """(B, L, N, D) block outputs -> (B, L, C) class probabilities: each block's tokens through the model's
     final norm and head (what the model would predict if it stopped there)."""
     dtype = loaded(model).dtype
@@ -335,7 +348,7 @@ def lens(model, blocks: torch.Tensor) -> torch.Tensor:
         )
 
 
-def logit_lens(model, x: torch.Tensor) -> torch.Tensor:
+def logit_lens(model: LoadedViT, x: torch.Tensor) -> torch.Tensor:
     """The logit lens: (B, C, H, W) -> (B, L, C) class probabilities after each block. The last layer's is the
     model's own prediction. Works for our ViT and torchvision's."""
     return lens(model, walk(model, x)["blocks"])

@@ -14,6 +14,11 @@ better).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import LoadedViT
+
 from dataclasses import dataclass
 
 import torch
@@ -69,10 +74,11 @@ METHODS = {
     )
 }
 CLASS_MAPS = ("gradient rollout", "LeGrad", "occlusion")  # the Explore view's class map offers these
+DEFAULT_CLASS_MAP = CLASS_MAPS[0]  # the one shown first, wherever a class map is drawn
 RANDOM = "random order"  # the baseline every deletion curve is drawn against
 
 
-def relevance(model, x: torch.Tensor, method: str, target=None) -> torch.Tensor:
+def relevance(model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tensor | int | None = None) -> torch.Tensor:
     """(B, P) values of `method` for the images `x` and class `target` (None: the predicted class)."""
     if method == "gradient rollout":
         return I.gradient_rollout(model, x, target)
@@ -107,7 +113,7 @@ def ranks(relevance: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def hide(model, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+def hide(model: LoadedViT, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     """`x` with the patches where `hidden` (B, P) is true set to the mean colour (interpret.hide_patches, at
     the model's patch size)."""
     return I.hide_patches(x, hidden, loaded(model).card.config.patch_size)
@@ -115,7 +121,7 @@ def hide(model, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def curves(
-    model,
+    model: LoadedViT,
     x: torch.Tensor,
     relevance: torch.Tensor,
     target: torch.Tensor,

@@ -13,6 +13,11 @@ non-zero, unlike our ViT's zero-initialised head), under a fixed seed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import LoadedViT
+
 import copy
 
 import torch
@@ -32,7 +37,7 @@ def _reinit(module: torch.nn.Module, seed: int):
                 reset()
 
 
-def cascade(model, seed: int = 0):
+def cascade(model: LoadedViT, seed: int = 0):
     """Yield (stage label, model) from the trained model through every randomisation stage. The model
     yielded (a record, vitviz.models.loaded) is one copy, randomised further at each stage; `model` itself is never
     changed."""
@@ -55,7 +60,7 @@ def cascade(model, seed: int = 0):
     yield "+ embeddings (everything)", m
 
 
-def randomised(model, kind: str, seed: int = 0):
+def randomised(model: LoadedViT, kind: str, seed: int = 0):
     """A copy of `model` with its head ("head") or every weight ("all") randomised, its card saying so."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {sorted(KINDS)}")
@@ -84,7 +89,9 @@ def spearman(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(den > 0, (ra * rb).sum(1) / den.clamp_min(1e-30), torch.zeros_like(den))
 
 
-def checks(model, x: torch.Tensor, methods, seed: int = 0, target=None) -> dict[str, dict[str, torch.Tensor]]:
+def checks(
+    model: LoadedViT, x: torch.Tensor, methods, seed: int = 0, target: torch.Tensor | int | None = None
+) -> dict[str, dict[str, torch.Tensor]]:
     """{stage: {method: (B,) Spearman correlation with the trained model's map}} over the cascade. Every map
     explains the trained model's prediction (or `target`) at every stage, as Adebayo et al. do."""
     from vitviz.explain.methods import relevance

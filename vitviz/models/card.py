@@ -11,6 +11,11 @@ loose attributes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
 import math
 from dataclasses import dataclass, field, replace
 
@@ -110,14 +115,14 @@ def default_card(config: ViTConfig) -> ModelCard:
     )
 
 
-def describe(model, card: ModelCard | None = None, **changes):
+def describe(model: torch.nn.Module, card: ModelCard | None = None, **changes):
     """Attach a card to `model` (the given one, or its current one, with `changes`) and return the model."""
     base = card or card_of(model)
     model.card = replace(base, **changes) if changes else base
     return model
 
 
-def card_of(model) -> ModelCard:
+def card_of(model: torch.nn.Module) -> ModelCard:
     """The model's card; a bare ViT gets the default one."""
     card = model.__dict__.get("card")
     if card is None:

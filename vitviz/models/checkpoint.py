@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from vitviz.models.card import card_from_meta, card_of, describe
 from vitviz.models.fileset import recover, write_set
-from vitviz.models.loaded import module_of
+from vitviz.models.loaded import LoadedViT, module_of
 from vitviz.models.vit import ViT, ViTConfig
 
 FORMAT = "vitviz-checkpoint"
@@ -61,7 +61,7 @@ def model_meta(model: ViT, **changes) -> dict:
 
 def save(
     path,
-    model,
+    model: ViT | LoadedViT,
     train_config: dict | None = None,
     metrics: dict | None = None,
     history: list | None = None,
@@ -163,7 +163,12 @@ def validate_meta(meta) -> dict:
     return meta
 
 
-def build(meta: dict, tensors: dict[str, torch.Tensor] | None = None, device="cpu", kind: str = "shipped") -> ViT:
+def build(
+    meta: dict,
+    tensors: dict[str, torch.Tensor] | None = None,
+    device: torch.device | str = "cpu",
+    kind: str = "shipped",
+) -> ViT:
     """A model from validated metadata and (optionally) its weights, in eval mode, with its card."""
     model = describe(ViT(ViTConfig.from_dict(meta["model"])), card_from_meta(meta, kind))
     if tensors is not None:
@@ -200,7 +205,7 @@ def load_tensors(wpath: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{wpath.name} is not a valid safetensors file ({str(e)[:120]})") from None
 
 
-def load(path, device="cpu", kind: str = "shipped") -> ViT:
+def load(path, device: torch.device | str = "cpu", kind: str = "shipped") -> ViT:
     """Load a checkpoint (its stem, .safetensors or .json path) into an eval-mode ViT."""
     recover_set(path)
     wpath, _ = paths(path)
@@ -210,7 +215,7 @@ def load(path, device="cpu", kind: str = "shipped") -> ViT:
     return build(meta, tensors, device, kind)
 
 
-def load_pair(weights_file, json_file, device="cpu") -> ViT:
+def load_pair(weights_file, json_file, device: torch.device | str = "cpu") -> ViT:
     """Load from two separately named files (uploads keep their own names)."""
     try:
         text = Path(json_file).read_bytes()

@@ -128,12 +128,12 @@ class LoadedViT:
             return self.module(x)
 
 
-def module_of(model) -> torch.nn.Module:
+def module_of(model: torch.nn.Module | LoadedViT) -> torch.nn.Module:
     """The network of a record, or the module itself: for what works on weights (saving, copying, training)."""
     return model.module if isinstance(model, LoadedViT) else model
 
 
-def loaded(model) -> LoadedViT:
+def loaded(model: torch.nn.Module | LoadedViT) -> LoadedViT:
     """The record of `model` (a module of a supported family, or a record, handed back)."""
     if isinstance(model, LoadedViT):
         return model

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from vitviz.models.vit import intermediates
+
 IMAGE_SIZE = 224
 FAMILIES = (
     "DeiT (deit_*), DINO (vit_*.dino), DINOv2 with or without registers (vit_*_dinov2*), and other "
@@ -30,7 +32,7 @@ class TimmError(ValueError):
     """A timm model that cannot be had or cannot be shown: the sentence says why."""
 
 
-def is_timm_vit(model) -> bool:
+def is_timm_vit(model: torch.nn.Module) -> bool:
     try:
         from timm.models.vision_transformer import VisionTransformer
     except ImportError:  # pragma: no cover - timm is a requirement
@@ -38,7 +40,7 @@ def is_timm_vit(model) -> bool:
     return isinstance(model, VisionTransformer)
 
 
-def check_supported(model, name: str = "this model"):
+def check_supported(model: torch.nn.Module, name: str = "this model"):
     """TimmError unless `model` is a plain timm ViT whose attention vitviz can read."""
     from timm.layers import Attention
     from timm.models.vision_transformer import Block, VisionTransformer
@@ -62,7 +64,7 @@ def check_supported(model, name: str = "this model"):
         raise TimmError(f"{name} pools its tokens with attention of its own; the families that work are {FAMILIES}.")
 
 
-def read_attention_here(model):
+def read_attention_here(model: torch.nn.Module):
     """Set timm's non-fused attention on this instance's blocks (once, at load)."""
     for blk in model.blocks:
         blk.attn.fused_attn = False
@@ -129,14 +131,7 @@ class TimmAdapter:
             x = x + blk.drop_path2(blk.ls2(blk.mlp(blk.norm2(x))))
             attns.append(a)
             tokens.append(x)
-        logits = m.forward_head(m.norm(x))
-        return {
-            "logits": logits,
-            "attn": attns if return_attention else None,
-            "patches": patches,
-            "input": first,
-            "tokens": tokens,
-        }
+        return intermediates(m.forward_head(m.norm(x)), attns, patches, first, tokens, return_attention)
 
 
 def weights_cached(name: str) -> bool:
@@ -194,7 +189,7 @@ def _why_not(name: str, e: Exception) -> str:
     return f"{name} could not be built: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}."
 
 
-def config_of(model):
+def config_of(model: torch.nn.Module):
     """The ViTConfig that describes a timm ViT (num_classes 0: no classifier)."""
     from vitviz.models.vit import ViTConfig
 
@@ -212,7 +207,7 @@ def config_of(model):
     )
 
 
-def class_names(model) -> tuple[str, ...]:
+def class_names(model: torch.nn.Module) -> tuple[str, ...]:
     """ImageNet's class names for an ImageNet head (the first of each synonym list), else numbers."""
     from timm.data import ImageNetInfo, infer_imagenet_subset
 

@@ -14,10 +14,10 @@ import torch
 import torch.nn as nn
 
 from vitviz.models.card import ModelCard, describe
-from vitviz.models.vit import ViTConfig
+from vitviz.models.vit import ViTConfig, intermediates
 
 
-def is_torchvision_vit(model) -> bool:
+def is_torchvision_vit(model: nn.Module) -> bool:
     try:
         from torchvision.models.vision_transformer import VisionTransformer
     except ImportError:  # pragma: no cover
@@ -67,17 +67,10 @@ class TorchvisionAdapter:
             x = x + blk.mlp(blk.ln_2(x))
             attns.append(a)  # (B, H, N, N)
             tokens.append(x)
-        logits = m.heads(m.encoder.ln(x)[:, 0])
-        return {
-            "logits": logits,
-            "attn": attns if return_attention else None,
-            "patches": patches,
-            "input": first,
-            "tokens": tokens,
-        }
+        return intermediates(m.heads(m.encoder.ln(x)[:, 0]), attns, patches, first, tokens, return_attention)
 
 
-def config_of(model) -> ViTConfig:
+def config_of(model: nn.Module) -> ViTConfig:
     layers = model.encoder.layers
     blk = layers[0]
     return ViTConfig(
@@ -107,7 +100,7 @@ def weights_cached() -> bool:
     return os.path.isfile(os.path.join(weights_folder(), "vit_b_16-c867db91.pth"))
 
 
-def load_vit_b_16(pretrained: bool = True, device="cpu"):
+def load_vit_b_16(pretrained: bool = True, device: torch.device | str = "cpu"):
     """torchvision's vit_b_16, ImageNet-1k weights (downloaded once into `weights_folder()`) or random.
 
     The returned model carries its card (vitviz.models.card) like ours.

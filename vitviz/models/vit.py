@@ -16,6 +16,19 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def intermediates(logits, attns: list, patches, first, tokens: list, with_attention: bool) -> dict:
+    """What every family's forward_intermediates returns: 'logits' (B, C), 'attn' [L x (B, H, N, N)] (None
+    without attention), 'patches' (B, P, D) the patch embedding, 'input' (B, N, D) what the first block
+    receives, 'tokens' [L x (B, N, D)] each block's output, every prefix token included."""
+    return {
+        "logits": logits,
+        "attn": attns if with_attention else None,
+        "patches": patches,
+        "input": first,
+        "tokens": tokens,
+    }
+
+
 @dataclass(frozen=True)
 class ViTConfig:
     image_size: int = 32  # input height and width in pixels
@@ -29,18 +42,30 @@ class ViTConfig:
     dropout: float = 0.0  # dropout after embeddings, attention projection and MLP
 
     def __post_init__(self):
-        if self.image_size % self.patch_size:
-            raise ValueError(f"patch_size {self.patch_size} does not divide image_size {self.image_size}")
-        if self.embed_dim % self.num_heads:
-            raise ValueError(f"num_heads {self.num_heads} does not divide embed_dim {self.embed_dim}")
-        if (
-            min(self.image_size, self.in_chans, self.patch_size, self.embed_dim, self.depth, self.num_heads) < 1
-            or self.num_classes < 0
-            or self.mlp_ratio <= 0
+        problems = ViTConfig.problems_of(self.to_dict())
+        if problems:
+            raise ValueError(problems[0])
+
+    @staticmethod
+    def problems_of(values: dict, signs: bool = True) -> list[str]:
+        """What is wrong with a config of these values (the fields' defaults where one is missing), each as a
+        sentence; [] when it can be built. The one place the rules live (TrainConfig asks it too, `signs`
+        False: it bounds each size itself, with the range the page shows)."""
+        v = {f.name: f.default for f in fields(ViTConfig)} | values
+        size, patch, width, heads = v["image_size"], v["patch_size"], v["embed_dim"], v["num_heads"]
+        out = []
+        if patch < 1 or size % patch:
+            fits = ", ".join(str(p) for p in range(2, 17) if size % p == 0)
+            out.append(f"Patch size {patch} does not divide the {size}-pixel images; try {fits}.")
+        if heads >= 1 and width % heads:
+            out.append(f"The width ({width}) must be divisible by the number of heads ({heads}).")
+        if signs and (
+            min(size, v["in_chans"], width, v["depth"], heads) < 1 or v["num_classes"] < 0 or v["mlp_ratio"] <= 0
         ):
-            raise ValueError("all sizes must be positive")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError("dropout must be in [0, 1)")
+            out.append("Every size must be positive.")
+        if signs and not 0.0 <= v["dropout"] < 1.0:
+            out.append("The dropout must be at least 0 and below 1.")
+        return out
 
     @property
     def grid_size(self) -> int:
@@ -217,14 +242,7 @@ class ViT(nn.Module):
             x, a = blk(x, return_attention)
             attns.append(a)
             tokens.append(x)
-        x = self.norm(x)
-        return {
-            "logits": self.head(x[:, 0]),
-            "attn": attns if return_attention else None,
-            "patches": patches,
-            "input": first,
-            "tokens": tokens,
-        }
+        return intermediates(self.head(self.norm(x)[:, 0]), attns, patches, first, tokens, return_attention)
 
     num_prefix_tokens = 1  # CLS
 

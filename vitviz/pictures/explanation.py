@@ -5,6 +5,11 @@ The app's handlers call these; so do the tests and benchmarks. No Gradio here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import LoadedViT
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,9 +40,19 @@ class Explanation:
     original: np.ndarray | None = None  # the visitor's image as uploaded (a thumbnail), before the crop
     features: torch.Tensor | None = None  # (P, D) the patches' final features, for a model without a classifier
 
+    def __post_init__(self):
+        self.maps.setdefault("gradient rollout", self.grad_rollout)  # made in the analysis's own pass
+
     @property
     def has_head(self) -> bool:
         return self.features is None
+
+
+def nearest_one_based(value, count: int, default: int | None = None) -> int:
+    """A 1-based layer, head or block brought into 1..`count` (None: `default`, or else `count`): the one rule
+    every view and the app's sentences follow."""
+    v = (count if default is None else default) if value is None else int(value)
+    return min(max(1, v), count)
 
 
 def original_thumbnail(image, box: int = 200) -> np.ndarray:
@@ -51,12 +66,12 @@ def original_thumbnail(image, box: int = 200) -> np.ndarray:
     return np.asarray(im.resize(size, Image.NEAREST if scale > 1 else Image.BILINEAR))
 
 
-def image_to_pixels(model, image) -> np.ndarray:
+def image_to_pixels(model: LoadedViT, image) -> np.ndarray:
     card = loaded(model).card
     return to_pixels(image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark)
 
 
-def parse_target(model, target) -> int | None:
+def parse_target(model: LoadedViT, target) -> int | None:
     """None for the predicted class; a class index from an index, a name or 'predicted'."""
     classes = loaded(model).card.classes
     if target is None or target == "" or (isinstance(target, str) and target.lower().startswith("predicted")):
@@ -74,7 +89,7 @@ def parse_target(model, target) -> int | None:
     return t
 
 
-def analyse(model, pixels: np.ndarray, target=None) -> Explanation:
+def analyse(model: LoadedViT, pixels: np.ndarray, target=None) -> Explanation:
     """One forward and backward pass: probabilities, attention and gradient rollout for `target`."""
     card, v = loaded(model).card, loaded(model)
     x = pixels_to_tensor(pixels, card.mean, card.std).to(v.device)
@@ -107,12 +122,10 @@ def analyse(model, pixels: np.ndarray, target=None) -> Explanation:
     )
 
 
-def class_map(model, ex: Explanation, method: str) -> torch.Tensor:
+def class_map(model: LoadedViT, ex: Explanation, method: str) -> torch.Tensor:
     """(P,) map of `method` for the explanation's image and class, made once per explanation."""
     from vitviz.explain.methods import relevance
 
-    if method == "gradient rollout":
-        return ex.grad_rollout
     if method not in ex.maps:
         card = loaded(model).card
         x = pixels_to_tensor(ex.pixels, card.mean, card.std).to(loaded(model).device)
@@ -120,7 +133,7 @@ def class_map(model, ex: Explanation, method: str) -> torch.Tensor:
     return ex.maps[method]
 
 
-def what_it_knows(model) -> str:
+def what_it_knows(model: LoadedViT) -> str:
     """The prediction box's title: which classes the model knows, at what size (a photo of anything else still
     gets one of them)."""
     card = loaded(model).card
@@ -132,7 +145,7 @@ def what_it_knows(model) -> str:
     return f"Top 5 of the {n:,} classes it knows ({s}x{s} px)"
 
 
-def top_k(model, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
+def top_k(model: LoadedViT, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
     classes = loaded(model).card.classes
     p, i = probs.topk(min(k, len(probs)))
     return {classes[j]: float(v) for v, j in zip(p.tolist(), i.tolist())}
@@ -164,7 +177,7 @@ class ModelSummary:
     images: int  # how many images the distances average over
 
 
-def distance_over_batch(model, images: list[np.ndarray], batch_size: int = 50) -> torch.Tensor:
+def distance_over_batch(model: LoadedViT, images: list[np.ndarray], batch_size: int = 50) -> torch.Tensor:
     """Mean attention distance (L, H) over a batch of input pixel arrays."""
     card = loaded(model).card
     device = loaded(model).device
@@ -177,7 +190,7 @@ def distance_over_batch(model, images: list[np.ndarray], batch_size: int = 50) -
     return total / max(1, n)
 
 
-def summarise_model(model, images: list[np.ndarray]) -> ModelSummary:
+def summarise_model(model: LoadedViT, images: list[np.ndarray]) -> ModelSummary:
     """The expensive part of the Model tab: attention distances over `images`, the SVD, the figure."""
     cfg = loaded(model).card.config
     comps, var = I.patch_embed_components(model, 16)
@@ -221,7 +234,7 @@ def pos_click_to_position(x: float, y: float, cfg) -> int:
     return R.pos_tile_at(x, y, cfg.grid_size, pos_tile_size(cfg.grid_size))
 
 
-def model_card(model) -> str:
+def model_card(model: LoadedViT) -> str:
     r = loaded(model)
     card, cfg = r.card, r.card.config
     params = sum(p.numel() for p in r.module.parameters())

@@ -10,6 +10,11 @@ explains a class. Every map is a `panels.panel`: titled, with its colour bar.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import LoadedViT
+
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -17,11 +22,11 @@ import torch
 from PIL import Image, ImageDraw
 
 from vitviz.explain import interpret as I
-from vitviz.explain.methods import METHODS
+from vitviz.explain.methods import DEFAULT_CLASS_MAP, METHODS
 from vitviz.models.loaded import loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures.backbone import backbone_panel, similarity_panel
-from vitviz.pictures.explanation import Explanation, class_map, top_k
+from vitviz.pictures.explanation import Explanation, class_map, nearest_one_based, top_k
 from vitviz.pictures.input_view import main_size, original_picture, sees_picture
 from vitviz.pictures.panels import Scale, is_flat, message_panel, panel
 
@@ -42,7 +47,7 @@ class Options:
     alpha: float = 0.6
     smooth: bool = True
     shared: bool = False
-    method: str = "gradient rollout"  # the class map's method (vitviz.explain.methods.CLASS_MAPS)
+    method: str = DEFAULT_CLASS_MAP  # the class map's method (vitviz.explain.methods.CLASS_MAPS)
 
 
 @dataclass
@@ -110,7 +115,7 @@ def token_name(patch: int | None) -> str:
     return "CLS" if patch is None else f"patch {patch}"
 
 
-def selected_name(model, o: Options) -> str:
+def selected_name(model: LoadedViT, o: Options) -> str:
     """The selected token's name in this model: "patch 17", "CLS", "register 2"."""
     layout = loaded(model).layout
     return layout.name(min(o.prefix, layout.num_prefix - 1) if o.patch is None else layout.num_prefix + o.patch)
@@ -130,7 +135,7 @@ def scale_tiles(maps: torch.Tensor, shared: bool) -> tuple[torch.Tensor, Scale]:
 class _Drawer:
     """The pictures of one explanation under one set of options."""
 
-    def __init__(self, model, ex: Explanation, o: Options):
+    def __init__(self, model: LoadedViT, ex: Explanation, o: Options):
         self.card, self.ex, self.o = loaded(model).card, ex, o
         cfg = self.card.config
         self.g, self.S = cfg.grid_size, main_size(cfg)
@@ -194,8 +199,8 @@ class _Drawer:
         return norms_panel(self.ex.pixels, self.ex.norms, self.g, self.L, self.o.alpha, self.K)
 
     def head_large(self) -> np.ndarray:
-        layer = min(max(1, self.o.layer or self.L), self.L)
-        head = min(max(1, self.o.head or 1), self.H)
+        layer = nearest_one_based(self.o.layer, self.L)
+        head = nearest_one_based(self.o.head, self.H, default=1)
         m = self._token_row(self.ex.attn[layer - 1, head - 1])
         lo, hi = float(m.min()), float(m.max())
         pic = R.overlay(
@@ -312,7 +317,7 @@ def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: 
     )
 
 
-def flat_relevance_reason(model) -> str:
+def flat_relevance_reason(model: LoadedViT) -> str:
     head = loaded(model).head  # ours: a Linear; torchvision's: its `heads`; timm's: its head
     weights = [p for name, p in head.named_parameters() if name.endswith("weight")] if head is not None else []
     if weights and not any(p.detach().any() for p in weights):
@@ -324,7 +329,11 @@ def flat_relevance_reason(model) -> str:
 
 
 def render_explore(
-    model, ex: Explanation, options: Options = Options(), cache: PictureCache | None = None, compact: bool = False
+    model: LoadedViT,
+    ex: Explanation,
+    options: Options = Options(),
+    cache: PictureCache | None = None,
+    compact: bool = False,
 ) -> tuple[ExploreView, set[str]]:
     """The Explore view and the names of the pictures drawn now (the rest came from `cache` unchanged).
     `compact`: the top 5, rollout, gradient rollout and rollout by layer (the Compare view)."""
@@ -333,7 +342,7 @@ def render_explore(
         options,
         patch=options.patch if options.patch is not None and 0 <= options.patch < cfg.num_patches else None,
         prefix=min(max(0, options.prefix), ex.prefix - 1),
-        method=options.method if options.method in METHODS else "gradient rollout",
+        method=options.method if options.method in METHODS else DEFAULT_CLASS_MAP,
     )
     cache = cache or PictureCache()
     d = _Drawer(model, ex, o)
@@ -350,7 +359,7 @@ def render_explore(
     return view, fresh
 
 
-def explore_summary(model, ex: Explanation, o: Options) -> str:
+def explore_summary(model: LoadedViT, ex: Explanation, o: Options) -> str:
     r = loaded(model)
     cfg, cls = r.card.config, r.card.classes
     prefix = r.layout.counted()

@@ -10,6 +10,11 @@ its area under the curve. No Gradio here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import LoadedViT
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +58,7 @@ class Study:
     auc: dict  # method -> area under that curve
 
 
-def study(model, pixels: np.ndarray, seed: int = 0, costly: bool = True) -> Study:
+def study(model: LoadedViT, pixels: np.ndarray, seed: int = 0, costly: bool = True) -> Study:
     """Every map and curve for the predicted class; without `costly`, no occlusion and no curves (a model too
     large for the machine's budget: vitviz.app.limits)."""
     card = loaded(model).card
@@ -91,7 +96,7 @@ class RemovalView:
     summary: str
 
 
-def render_removal(model, s: Study, hidden: set[int], why_not: str = "") -> RemovalView:
+def render_removal(model: LoadedViT, s: Study, hidden: set[int], why_not: str = "") -> RemovalView:
     """The view for the `hidden` patches; `why_not`: the sentence shown instead of the curves (not studied)."""
     card = loaded(model).card
     cfg = card.config

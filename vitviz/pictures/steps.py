@@ -7,6 +7,11 @@ name the numbers of the model in use. No Gradio here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import LoadedViT
+
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -19,6 +24,7 @@ from vitviz.explain import interpret as I
 from vitviz.models.loaded import loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures import figures as FG
+from vitviz.pictures.explanation import nearest_one_based
 from vitviz.pictures.explore import PictureCache, lens_panel, locks_in, token_name
 from vitviz.pictures.input_view import main_size, sees_picture
 from vitviz.pictures.panels import Scale, message_panel, panel
@@ -38,7 +44,7 @@ class Walk:
     logits: torch.Tensor  # (C,)
 
 
-def walk_image(model, pixels: np.ndarray) -> Walk:
+def walk_image(model: LoadedViT, pixels: np.ndarray) -> Walk:
     card = loaded(model).card
     x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
     w = I.walk(model, x)
@@ -123,7 +129,7 @@ def _sequence(pixels: np.ndarray, g: int, patch: int | None) -> np.ndarray:
     return np.asarray(canvas)
 
 
-def _filters(model, k: int = 16) -> np.ndarray:
+def _filters(model: LoadedViT, k: int = 16) -> np.ndarray:
     weight = loaded(model).adapter.patch_embed.proj.weight
     w = weight.detach().float().cpu()[:k]  # (k, C, p, p)
     lo = w.flatten(1).amin(1)[:, None, None, None]
@@ -136,7 +142,7 @@ def _filters(model, k: int = 16) -> np.ndarray:
     )
 
 
-def _bars(model, w: Walk) -> np.ndarray:
+def _bars(model: LoadedViT, w: Walk) -> np.ndarray:
     """The head: the largest logits and their softmax probabilities, side by side."""
     classes = loaded(model).card.classes
     k = min(10, len(classes))
@@ -157,7 +163,7 @@ def _bars(model, w: Walk) -> np.ndarray:
     return FG.figure_to_array(fig)
 
 
-def _block(model, w: Walk, block: int, patch: int | None) -> np.ndarray:
+def _block(model: LoadedViT, w: Walk, block: int, patch: int | None) -> np.ndarray:
     """Block `block` (1-based): every head's attention from the token, and the tokens' norms after it."""
     cfg = loaded(model).card.config
     K = loaded(model).layout.num_prefix
@@ -209,7 +215,7 @@ def _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch) -> dict[s
     }
 
 
-def texts(model, w: Walk, block: int, patch: int | None) -> dict[str, str]:
+def texts(model: LoadedViT, w: Walk, block: int, patch: int | None) -> dict[str, str]:
     """The sentences of every stage, with this model's numbers."""
     card = loaded(model).card
     cfg, classes = card.config, card.classes
@@ -247,13 +253,13 @@ def texts(model, w: Walk, block: int, patch: int | None) -> dict[str, str]:
 
 
 def render_steps(
-    model, w: Walk, block: int = 1, patch: int | None = None, cache: PictureCache | None = None
+    model: LoadedViT, w: Walk, block: int = 1, patch: int | None = None, cache: PictureCache | None = None
 ) -> tuple[StepView, set[str]]:
     """Every stage for block `block` (1-based, clamped) and the selected token (`patch` None: CLS), and the
     names of the pictures drawn now: those that do not depend on what changed come from `cache`."""
     cfg = loaded(model).card.config
     L, g = cfg.depth, cfg.grid_size
-    block = min(max(1, int(block)), L)
+    block = nearest_one_based(block, L, default=1)
     patch = patch if patch is not None and 0 <= patch < cfg.num_patches else None
     cache = cache or PictureCache()
     sim_at = patch if patch is not None else (g * g) // 2 + g // 2
@@ -296,7 +302,7 @@ def render_steps(
     return view, {name for name, (_, new) in got.items() if new}
 
 
-def _similarity(model, position: int) -> np.ndarray:
+def _similarity(model: LoadedViT, position: int) -> np.ndarray:
     return panel(
         R.similarity_map(I.pos_embed_similarity(model), position, 224),
         f"Position {position}'s embedding against every position's",

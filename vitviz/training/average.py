@@ -12,6 +12,11 @@ the result is the last one's, with `averaged_from` listing the sources and, with
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.vit import ViT
+
 import argparse
 import os
 import sys
@@ -43,7 +48,7 @@ def average(paths: list) -> tuple[torch.nn.Module, list[dict]]:
     return out, sources
 
 
-def _validation_split(model, data_arg):
+def _validation_split(model: ViT, data_arg):
     """The run's held-out split when a data set is at hand (and the run held images out), else None."""
     if not (data_arg or os.environ.get("VITVIZ_DATA")):
         return None

@@ -28,7 +28,9 @@ class Batches:
     """Training batches from uint8 images resident on the device: a reshuffle per epoch, then crop and flip,
     normalisation, random erasing and CutMix/Mixup, all as whole-batch tensor ops."""
 
-    def __init__(self, cfg: TrainConfig, data: Dataset, card: ModelCard, device, generator: torch.Generator):
+    def __init__(
+        self, cfg: TrainConfig, data: Dataset, card: ModelCard, device: torch.device | str, generator: torch.Generator
+    ):
         x, y = data.train.x, data.train.y
         if cfg.subset and cfg.subset < len(y):
             idx = torch.randperm(len(y), generator=torch.Generator().manual_seed(cfg.seed + 1))[: cfg.subset]

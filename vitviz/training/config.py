@@ -136,14 +136,10 @@ class TrainConfig:
 
 
 def _model_problems(cfg: TrainConfig):
+    """What ViTConfig would refuse in this run's model (the bounds on each size are checked by LIMITS)."""
     size = DATASETS[cfg.dataset]["image_size"]
-    m = {**PRESETS[cfg.preset], **cfg.model_overrides()}
-    patch, width, heads = m.get("patch_size", 4), m.get("embed_dim", 192), m.get("num_heads", 3)
-    if not 1 <= patch <= size or size % patch:
-        fits = ", ".join(str(p) for p in range(2, 17) if size % p == 0)
-        yield f"Patch size {patch} does not divide the {size}-pixel {cfg.dataset} images; try {fits}."
-    if heads >= 1 and width % heads:
-        yield f"The width ({width}) must be divisible by the number of heads ({heads})."
+    values = {**PRESETS[cfg.preset], **cfg.model_overrides(), "image_size": size}
+    yield from ViTConfig.problems_of(values, signs=False)
 
 
 def _param_count(cfg: ViTConfig):

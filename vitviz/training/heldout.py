@@ -17,7 +17,12 @@ from vitviz.runtime.device import Precision
 
 @torch.no_grad()
 def evaluate(
-    model: ViT, split: Split, device=None, batch_size: int = 500, amp: bool = True, precision: Precision | None = None
+    model: ViT,
+    split: Split,
+    device: torch.device | str = None,
+    batch_size: int = 500,
+    amp: bool = True,
+    precision: Precision | None = None,
 ) -> tuple[float, float]:
     """(mean loss, accuracy) of `model` on a split, in eval mode; restores the model's mode."""
     device = device or next(model.parameters()).device
@@ -40,7 +45,7 @@ def evaluate(
     return loss_sum / n, correct / n
 
 
-def epoch_record(model, data, precision, cfg, epoch, step, elapsed, train_loss, train_acc, limit: int = 0) -> dict:
+def epoch_record(model: ViT, data, precision, cfg, epoch, step, elapsed, train_loss, train_acc, limit: int = 0) -> dict:
     """Validation figures at the end of an epoch (or of the run); `limit` caps the images used."""
     n = min(x for x in (len(data.val), cfg.eval_images or len(data.val), limit or len(data.val)))
     val = Split(data.val.x[:n], data.val.y[:n])
@@ -72,7 +77,7 @@ class QuickVal:
     def due(self) -> bool:
         return self.every > 0 and time.perf_counter() >= self.next
 
-    def event(self, model, step: int, elapsed: float) -> dict:
+    def event(self, model: ViT, step: int, elapsed: float) -> dict:
         n = min(len(self.data.val), self.cfg.quick_val_images)
         val = Split(self.data.val.x[:n], self.data.val.y[:n])
         loss, acc = (

@@ -10,6 +10,11 @@ what it has learned.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.vit import ViT
+
 import copy
 import threading
 import time
@@ -22,7 +27,7 @@ import torch
 from vitviz.data.datasets import Dataset, load_dataset, normalize
 from vitviz.explain import interpret as I
 from vitviz.models import checkpoint
-from vitviz.models.card import card_of
+from vitviz.models.loaded import loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures import figures as FG
 from vitviz.pictures.panels import Scale, panel
@@ -116,53 +121,6 @@ class Update:
     files: list[str] = field(default_factory=list)
 
 
-class FileStop:
-    """A stop flag another process can see: the run's loop checks for a file (on ZeroGPU the run lives in a
-    forked worker, where an in-process flag set by the Stop button would never arrive)."""
-
-    def __init__(self):
-        self.path = scratch.new_folder("stop") / "stop"
-
-    def set(self):
-        self.path.touch()
-
-    def is_set(self) -> bool:
-        return self.path.exists()
-
-
-class Stops:
-    """Per-session stop flags."""
-
-    def __init__(self):
-        self._events: dict[str, threading.Event | FileStop] = {}
-        self._lock = threading.Lock()
-
-    def new(self, key: str, across_processes: bool = False) -> threading.Event | FileStop:
-        with self._lock:
-            ev = FileStop() if across_processes else threading.Event()
-            self._events[key] = ev
-            return ev
-
-    def stop(self, key: str) -> bool:
-        with self._lock:
-            ev = self._events.get(key)
-        if ev is None:
-            return False
-        ev.set()
-        return True
-
-    def clear(self, key: str, ev: threading.Event):
-        with self._lock:
-            if self._events.get(key) is ev:
-                del self._events[key]
-
-    def __len__(self):
-        return len(self._events)
-
-
-STOPS = Stops()
-
-
 def probe_set(data: Dataset, n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
     """n validation images, one per class, fixed for the whole run."""
     split = data.val if len(data.val) else data.test
@@ -178,15 +136,13 @@ def probe_set(data: Dataset, n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def render_snapshot(model, probes_x: torch.Tensor, probes_y: torch.Tensor, classes: list[str]):
+def render_snapshot(model: ViT, probes_x: torch.Tensor, probes_y: torch.Tensor, classes: list[str]):
     """(rollout over the probe images with their predictions, positional-similarity tiles)."""
-    device = next(model.parameters()).device
-    was = model.training
-    model.eval()
-    card = card_of(model)
-    x = normalize(probes_x.to(device), card.mean, card.std)
-    logits, attn = model(x, return_attention=True)
-    model.train(was)
+    r = loaded(model)
+    card = r.card
+    x = normalize(probes_x.to(r.device), card.mean, card.std)
+    logits, attn = I.forward_with_attention(r, x)  # in eval mode, the run's mode restored (models.loaded)
+    attn = torch.stack(attn, 1)  # (B, L, H, N, N)
     roll = I.attention_rollout(attn.float().cpu())[:, 0, 1:]  # (B, P)
     g = card.config.grid_size
     pred = logits.argmax(-1).cpu()
@@ -382,7 +338,7 @@ def finished(kind: str, ev: dict, pictures, history, steps, quick, reached: floa
     )
 
 
-def keep_snapshot(kept: dict, epoch: int, model, most: int = 6):
+def keep_snapshot(kept: dict, epoch: int, model: ViT, most: int = 6):
     """Keep a CPU copy of the model at this epoch; past `most`, thin the middle out (first and last stay)."""
     kept[epoch] = copy.deepcopy(model).cpu().eval()
     while len(kept) > most:

@@ -144,7 +144,7 @@ def train_step(model: ViT, opt, xb, target, lr: float, cfg: TrainConfig, precisi
     return loss, logits
 
 
-def restore_optimizer(opt, gen: torch.Generator, tensors: dict[str, torch.Tensor], device):
+def restore_optimizer(opt, gen: torch.Generator, tensors: dict[str, torch.Tensor], device: torch.device | str):
     """The optimizer moments and the batch generator's state of a resumed run."""
     load_optimizer_state(opt, {k: v.to(device) for k, v in tensors.items()})
     if "rng" in tensors:
@@ -307,7 +307,7 @@ def train(
     yield result_event(status, message, run, elapsed, model, out, data.test if final_test else None, precision)
 
 
-def result_event(status, message, run, elapsed, model, out, test, precision) -> dict:
+def result_event(status, message, run, elapsed, model: ViT, out, test, precision) -> dict:
     """The run's last event (`done`, `stopped` or `error`), with the model in eval mode, and its test accuracy
     when a test split is given."""
     model.eval()
@@ -343,7 +343,7 @@ def step_event(step, batches, total_steps, cfg, loss, lr, ips, elapsed, progress
     }
 
 
-def save_run(out, model, opt, gen, cfg: TrainConfig, history: list, rec: dict):
+def save_run(out, model: ViT, opt, gen, cfg: TrainConfig, history: list, rec: dict):
     """Write the checkpoint and its resume state (and the kept epoch copy); None when there is no `out`."""
     if out is None:
         return None

@@ -1,0 +1,109 @@
+"""What every tab's handlers do the same way, written once.
+
+- `Outputs`: a handler's outputs by name, in the order its event lists them, written once per tab;
+  `reply(name=value, ...)` is what the handler returns, every name it does not give left as the page
+  shows it (gr.skip()).
+- `pictures_reply`: a view's fields as outputs, the pictures drawn now as their encoded files, the
+  ones that did not change left as they are.
+- `warning`: an error as the sentence the page shows beside its control.
+- `token_at`: a click on a picture of the input as the token under it (a patch, or -1 for CLS).
+- `follower`: the open and follow handlers of a tab drawn from the Explore image.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import gradio as gr
+import numpy as np
+
+from vitviz.app.inputs import ImagePayload
+from vitviz.app.menu import resolve_model
+from vitviz.app.visitor import Visitor, visitor
+from vitviz.pictures.input_view import click_to_token
+
+
+class Outputs:
+    """A handler's outputs by name, in the order of its event's outputs."""
+
+    def __init__(self, *names: str):
+        self.names = names
+
+    def reply(self, **values) -> tuple:
+        unknown = set(values) - set(self.names)
+        if unknown:
+            raise KeyError(f"no output called {sorted(unknown)}")
+        return tuple(values[n] if n in values else gr.skip() for n in self.names)
+
+    def components(self, c: dict) -> list:
+        """The event's outputs: the component of each name."""
+        return [c[n] for n in self.names]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def pictures_reply(view, names, pictures, fresh: set[str], files) -> dict:
+    """`view`'s fields under `names`: each picture in `pictures` drawn now (in `fresh`) as its file from
+    `files` (picfiles), one not drawn now left out (the page keeps it), every other field its value."""
+    drawn = {n: getattr(view, n) for n in names if n in pictures and n in fresh}
+    encoded = files.paths({n: p for n, p in drawn.items() if isinstance(p, np.ndarray)})
+    return {n: encoded[n] if n in encoded else getattr(view, n) for n in names if n not in pictures or n in fresh}
+
+
+def same_parameters_as(api):
+    """Give the decorated `fn(*args, **kw)` the parameters of `api` (what Gradio shows for its endpoint), so that
+    two endpoints of one form share one signature."""
+
+    def give(fn):
+        fn.__signature__ = inspect.signature(api)
+        return fn
+
+    return give
+
+
+def warning(e: gr.Error) -> str:
+    return f"⚠️ {e.message}"
+
+
+def token_at(model_key: str, state: Visitor | None, evt: gr.SelectData):
+    """A click on the input's picture: the patch under it, or -1 for the CLS tile (gr.skip() with no model)."""
+    try:
+        cfg = resolve_model(model_key, state).card.config
+    except gr.Error:
+        return gr.skip()
+    return click_to_token(evt.index[0], evt.index[1], cfg)
+
+
+def follower(tab: str, redraw, outputs: Outputs):
+    """(open_tab, follow) for a tab drawn from the Explore image by `redraw(image, model, a, b, visitor)`.
+    Opening the tab draws it (only what changed since it was last drawn is sent) and keeps it up to date;
+    `follow`, on a new image or model, redraws it only while it is the tab looked at (otherwise nothing
+    now: opening it draws it)."""
+
+    def open_tab(image: ImagePayload, model_key: str, a, b, state: Visitor | None):
+        v = visitor(state)
+        v.crossing.looking = tab
+        return redraw(image, model_key, a, b, v)
+
+    def follow(image: ImagePayload, model_key: str, a, b, state: Visitor | None):
+        v = visitor(state)
+        if v.crossing.looking != tab:
+            return outputs.reply(state=v)
+        return redraw(image, model_key, a, b, v)
+
+    return open_tab, follow
+
+
+def follow_image(tab, image, shell, redraw: dict, open_tab, follow, ranges) -> dict:
+    """Wire a tab drawn from the Explore image: drawn when opened, redrawn on a new image or model while looked
+    at. `redraw`: fn, inputs and outputs of its update; `ranges`: (fn, output) that fits its control to a new
+    model before the redraw. Returns the update's event settings, for the tab's own controls."""
+    page = dict(**redraw, preprocess=False, api_visibility="private", trigger_mode="always_last", concurrency_limit=4)
+    tab.select(**{**page, "fn": open_tab})
+    image.change(**{**page, "fn": follow})
+    fit, control = ranges
+    shell.model_dd.change(fit, [shell.model_dd, shell.state], control, api_visibility="private").then(
+        **{**page, "fn": follow}
+    )
+    return page

@@ -1,0 +1,107 @@
+"""One visitor's state, kept in their gr.State: their own models, and each tab's own record.
+
+What every tab follows (the shown image's gallery and example, the tab looked at, the note beside the
+menu) is `Crossing`; what one tab computed for one image and model, and the pictures it drew from it,
+is that tab's `TabState`, kept under one cache key (`image_key`), so that no tab reads another's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vitviz.app.picfiles import REPLIES, PictureFiles
+from vitviz.pictures.explore import PictureCache
+from vitviz.runtime import memory
+
+DEFAULT_EXAMPLE = 3  # the gallery image the page opens on
+
+
+def image_key(model_key: str, model, pixels: np.ndarray, *more) -> tuple:
+    """What a tab's result depends on: the model chosen (by its menu key and the very record) and the pixels."""
+    return (model_key, id(model), hash(pixels.tobytes()), *more)
+
+
+@dataclass
+class TabState:
+    """One tab's own memory: the result it computed for one image and model, and the pictures drawn from it."""
+
+    key: tuple | None = None
+    result: Any = None
+    pictures: PictureCache = field(default_factory=PictureCache)
+
+    def keep(self, key: tuple, compute) -> Any:
+        """The result for `key`: the kept one, or `compute()` kept now (the pictures of the old one let go)."""
+        if self.key != key:
+            self.key, self.result = key, compute()
+            self.pictures.clear()
+            self.renewed()
+        return self.result
+
+    def renewed(self):
+        """What a new result resets besides the pictures (nothing here)."""
+
+    def clear(self):
+        self.key = self.result = None
+        self.pictures.clear()
+        self.renewed()
+
+
+@dataclass
+class RemovalState(TabState):
+    hidden: set = field(default_factory=set)  # the patches the visitor hid
+
+    def renewed(self):
+        self.hidden = set()
+
+
+@dataclass
+class Crossing:
+    """What every tab follows."""
+
+    image_gallery: str = "cifar10"  # the examples the shown image belongs with (an upload: the model's then)
+    example: int | None = DEFAULT_EXAMPLE  # which of those examples it is; None: an upload or a test image
+    looking: str = "explore"  # the tab looked at (a tab drawn from the Explore image follows it only then)
+    menu_note: str = ""  # why the chosen model could not be had, said until the visitor picks again
+
+
+@dataclass
+class Visitor:
+    """One visitor's own things."""
+
+    models: dict = field(default_factory=dict)  # "upload", "session", "session@<epoch>" -> model record
+    files: PictureFiles = field(default_factory=PictureFiles)  # the pictures the page shows, encoded
+    crossing: Crossing = field(default_factory=Crossing)
+    explore: TabState = field(default_factory=TabState)  # result: the Explanation
+    steps: TabState = field(default_factory=TabState)  # result: the steps.Walk
+    removal: RemovalState = field(default_factory=RemovalState)  # result: the removal.Study
+
+    def tabs(self) -> tuple[TabState, ...]:
+        return (self.explore, self.steps, self.removal)
+
+    def forget_session_models(self):
+        for k in [k for k in self.models if k.startswith("session")]:
+            del self.models[k]
+        self._forget_results()
+
+    def release(self):
+        """Let go of everything this visitor holds (they left, or their state expired), and give the memory
+        back to the OS."""
+        held = bool(self.models)
+        self.models.clear()
+        self._forget_results()
+        if held:
+            memory.give_back()
+
+    def _forget_results(self):
+        self.files.clear()
+        for tab in self.tabs():
+            tab.clear()
+
+
+def visitor(state: Visitor | None) -> Visitor:
+    """The visitor's state; for API callers and direct calls that pass none, a fresh one whose pictures go to
+    the shared reply files (nothing of it outlives the call, and no caller's files are another's)."""
+    return state if isinstance(state, Visitor) else Visitor(files=REPLIES)
