@@ -81,6 +81,13 @@ def test_each_timm_entry_draws_a_photo(served, key):
         assert "could not" not in page.locator("#explore-top").inner_text()
         if "no classifier" in label:
             assert "no classifier" in page.locator("#top5").inner_text().lower()
+        if "registers" in label:  # a register is a token to select: its maps are drawn from it
+            old = image_src(page, "head-large")
+            page.locator("#prefix-token input").click()
+            page.get_by_role("option", name="register 2").click()
+            wait_change(page, "head-large", old, timeout=90_000)
+            assert "selected token: register 2" in page.locator("#summary").inner_text()
+            assert page.locator("#patch input").input_value() == "-3"
         page.screenshot(
             path=str(os.environ.get("VITVIZ_SCREENSHOTS", "/tmp")) + f"/{key.split('/')[1]}.png", full_page=False
         )
