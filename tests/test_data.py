@@ -150,3 +150,14 @@ def test_mix_batch_and_random_erase():
     assert 0.2 < frac < 0.8
     area = (random_erase(x, 1.0, g) != 0)[:, 0].flatten(1).float().mean(1)
     assert (area >= 0.01).all() and (area <= 0.4).all()
+
+
+def test_an_unreadable_image_is_said_in_words_not_an_exception_name(tmp_path):
+    good = tmp_path / "good.png"
+    Image.new("RGB", (40, 30), (10, 200, 30)).save(good)
+    cut = good.read_bytes()[:60]  # a PNG cut short
+    cases = {b"this is not a picture at all": "not a picture format", cut: "damaged or cut short"}
+    for data, words in cases.items():
+        with pytest.raises(ValueError) as e:
+            D.open_image(data)
+        assert words in str(e.value) and "Error" not in str(e.value), str(e.value)

@@ -120,3 +120,33 @@ def test_a_click_on_the_input_picks_the_patch_under_it_or_cls():
         r, c = divmod(k, g)
         assert input_view.click_to_token((c + 0.5) * step, (r + 0.5) * step, cfg) == k
     assert input_view.click_to_token((x0 + x1) / 2, (y0 + y1) / 2, cfg) == -1
+
+
+def test_a_signed_map_is_drawn_on_a_diverging_scale_centred_on_zero():
+    """Occlusion's values are signed (hiding a patch can raise the class's probability): its picture's scale
+    runs from -a to a, a its largest magnitude, so that 0 is the colour map's white middle; its title says
+    what each side means. A map that cannot be negative keeps its own one-way range."""
+    model = load_model("cifar10")
+    pixels = views.image_to_pixels(model, Image.open(gallery.items("cifar10")[3][0]))
+    ex = views.analyse(model, pixels)
+    occ = views.class_map(model, ex, "occlusion")
+    assert float(occ.min()) < 0 < float(occ.max())  # this image has patches on both sides
+    drawer = pictures._Drawer(model, ex, pictures.Options(method="occlusion", alpha=1.0, smooth=False))
+    m = occ.float().view(8, 8)
+    scale = pictures.signed_scale(m, "fall", "red: lowers, blue: raises")
+    a = float(occ.abs().max())
+    assert (scale.lo, scale.hi, scale.cmap) == (-a, a, "RdBu_r") and scale.ticks()[1] == "0"
+    white = R.colour_table("RdBu_r")[127].astype(int)
+    assert white.min() > 230  # the middle of the scale is white
+    zero_cell = R.overlay(pixels, torch.zeros(8, 8), 64, "RdBu_r", 1.0, "nearest", -a, a)[4, 4].astype(int)
+    assert np.abs(zero_cell - white).max() <= 1  # a value of 0 is drawn white, whatever the range
+    pic = drawer.class_map()
+
+    def has(picture, colour):  # a pixel within a few steps of `colour`
+        return (np.abs(picture.reshape(-1, 3).astype(int) - colour.astype(int)).max(1) <= 8).any()
+
+    blue, red = R.colour_table("RdBu_r")[[2, 253]]
+    assert has(pic, blue) and has(pic, red)  # its colour bar is the diverging one, both ends drawn
+    legrad = pictures._Drawer(model, ex, pictures.Options(method="LeGrad", alpha=1.0, smooth=False)).class_map()
+    assert not has(legrad, blue)  # a one-way map keeps its one-way scale
+    assert pictures.METHODS["occlusion"].sides and not pictures.METHODS["LeGrad"].sides

@@ -314,7 +314,16 @@ def open_image(path_or_bytes) -> Image.Image:
             f"this image is too large to open safely (over {MAX_PIXELS // 1_000_000} megapixels)"
         ) from None
     except (OSError, SyntaxError, ValueError) as e:
-        raise ValueError(f"this file is not an image that can be read ({type(e).__name__})") from None
+        raise ValueError(f"this file is not an image that can be read ({_why_not(e)})") from None
+
+
+def _why_not(e: Exception) -> str:
+    """Why an image could not be opened, in words (never an exception's class name)."""
+    if isinstance(e, Image.UnidentifiedImageError):
+        return "its contents are not a picture format this app knows: PNG, JPEG, GIF, WebP, BMP, TIFF"
+    if isinstance(e, OSError):
+        return "it is damaged or cut short"
+    return "its header is broken"
 
 
 def to_pixels(image: Image.Image, size: int, in_chans: int, invert_light: bool = False) -> np.ndarray:

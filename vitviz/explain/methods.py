@@ -33,6 +33,7 @@ class Method:
     what: str  # what a value is, for the colour bar ({cls}: the explained class)
     about: str  # one sentence for the line under the picture
     class_specific: bool  # whether it explains a class (else it is the same for every class)
+    sides: str = ""  # a signed map (values below 0 mean something): what each side of 0 says, "" otherwise
 
 
 METHODS = {
@@ -58,6 +59,7 @@ METHODS = {
             "How much the class probability falls when that one patch is replaced by the data set's mean "
             "colour: the plainest causal test.",
             True,
+            "red: hiding the patch lowers it, blue: hiding it raises it",
         ),
         Method(
             "attention rollout",

@@ -130,8 +130,10 @@ def read_meta(path) -> dict:
         raise CheckpointError(f"{jpath.name} is too large to be a checkpoint description")
     try:
         meta = json.loads(jpath.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{jpath.name} is not valid JSON ({e.__class__.__name__})") from None
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{jpath.name} is not text: a checkpoint's description is a JSON file") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{jpath.name} is not valid JSON (line {e.lineno}: {e.msg.lower()})") from None
     return validate_meta(meta)
 
 

@@ -121,6 +121,13 @@ def selected_name(model: LoadedViT, o: Options) -> str:
     return layout.name(min(o.prefix, layout.num_prefix - 1) if o.patch is None else layout.num_prefix + o.patch)
 
 
+def signed_scale(m: torch.Tensor, what: str, sides: str) -> Scale:
+    """A diverging scale centred on 0 for a map whose sign means something (`sides`, said in the picture's
+    title): -a..a, a its largest magnitude, white at 0."""
+    a = max(float(m.abs().max()), 1e-12)
+    return Scale(f"{what}; white: no change", -a, a, "its own range, centred on 0", cmap="RdBu_r")
+
+
 def scale_tiles(maps: torch.Tensor, shared: bool) -> tuple[torch.Tensor, Scale]:
     """(K, g, g) attention maps scaled to [0, 1] (each on its own, or all on one 0..max scale) and that scale."""
     flat = maps.float().flatten(1)
@@ -163,11 +170,13 @@ class _Drawer:
             r[..., self.o.patch] = others.amax(-1)
         return r
 
-    def _own(self, m: torch.Tensor, what: str, title: str, outline: bool = True) -> np.ndarray:
+    def _own(self, m: torch.Tensor, what: str, title: str, outline: bool = True, sides: str = "") -> np.ndarray:
+        """`m` over the image on its own range; a signed map (`sides` says what each side of 0 means) on a
+        diverging scale centred on 0, so that 0 is white whatever the range."""
         m = m.float().view(self.g, self.g)
-        lo, hi = float(m.min()), float(m.max())
-        pic = R.overlay(self.ex.pixels, m, self.S, alpha=self.o.alpha, mode=self.mode, vmin=lo, vmax=hi)
-        return panel(self._outline(pic) if outline else pic, title, Scale(what, lo, hi))
+        scale = signed_scale(m, what, sides) if sides else Scale(what, float(m.min()), float(m.max()))
+        pic = R.overlay(self.ex.pixels, m, self.S, scale.cmap, self.o.alpha, self.mode, scale.lo, scale.hi)
+        return panel(self._outline(pic) if outline else pic, title, scale)
 
     def _outline(self, pic: np.ndarray) -> np.ndarray:
         if self.o.patch is None:
@@ -193,7 +202,9 @@ class _Drawer:
         if is_flat(m):
             return message_panel(self.S, title, flat_relevance_reason(self.model))
         what = method.what.format(cls=cls) + (f", {why}" if method.class_specific else "")
-        return self._own(m, what, title, outline=False)
+        if method.sides:
+            title += f" ({method.sides})"
+        return self._own(m, what, title, outline=False, sides=method.sides)
 
     def norms(self) -> np.ndarray:
         return norms_panel(self.ex.pixels, self.ex.norms, self.g, self.L, self.o.alpha, self.K)
