@@ -129,3 +129,21 @@ class FakeRequest:
     def __init__(self, h, host=None):
         self.session_hash = h
         self.client = type("Client", (), {"host": host})()
+
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium(playwright):
+    """Debian's Chromium under Playwright, with the flags this machine needs (never `playwright install`)."""
+    import shutil
+
+    return playwright.chromium.launch(
+        executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=CHROMIUM_FLAGS
+    )

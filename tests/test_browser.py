@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import free_port, image_src, wait_change
+from helpers import chromium, free_port, image_src, wait_change
 
 from vitviz.app import build_demo, launch
 from vitviz.data import gallery
@@ -42,16 +42,7 @@ def browser():
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
+        b = chromium(p)
         yield b, url
         b.close()
     demo.close()

@@ -5,7 +5,7 @@ import os
 import shutil
 
 import pytest
-from helpers import free_port, image_src, wait_change, write_hub_cache
+from helpers import chromium, free_port, image_src, wait_change, write_hub_cache
 from PIL import Image, ImageDraw
 
 from vitviz.app import build_demo, launch
@@ -43,16 +43,7 @@ def served(tmp_path_factory):
     demo = build_demo()
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
+        b = chromium(p)
         yield b, url, photo(tmp_path_factory.mktemp("photo") / "photo.png")
         b.close()
     demo.close()

@@ -122,3 +122,15 @@ def test_gradio_can_read_every_handlers_annotations():
                 except NameError as e:
                     unresolved.append(f"{mod.__name__}.{name}: {e}")
     assert not unresolved, unresolved
+
+
+def test_every_public_function_is_annotated():
+    missing = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                args = [a for a in node.args.args + node.args.kwonlyargs if a.arg not in ("self", "cls")]
+                missing += [f"{path.name}:{node.name}({a.arg})" for a in args if a.annotation is None]
+                if node.returns is None and node.name != "__init__":
+                    missing.append(f"{path.name}:{node.name} -> ?")
+    assert not missing, missing

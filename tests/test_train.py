@@ -210,16 +210,8 @@ def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
     out = tmp_path / "run" / "model"
     events(TrainConfig(epochs=2, keep_epochs=2, **{**TINY, "val_size": 24}), out=out)
     avg = tmp_path / "avg"
-    rc = average.main(
-        [
-            str(out.parent / "model-epoch001"),
-            str(out.parent / "model-epoch002"),
-            "--out",
-            str(avg),
-            "--data",
-            str(small_data),
-        ]
-    )
+    two_epochs = [str(out.parent / "model-epoch001"), str(out.parent / "model-epoch002")]
+    rc = average.main([*two_epochs, "--out", str(avg), "--data", str(small_data)])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "validation accuracy" in printed
@@ -228,19 +220,7 @@ def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
 
     # a run that held out nothing gets no (meaningless) validation figure
     events(TrainConfig(epochs=2, keep_epochs=2, **TINY), out=out)
-    assert (
-        average.main(
-            [
-                str(out.parent / "model-epoch001"),
-                str(out.parent / "model-epoch002"),
-                "--out",
-                str(avg),
-                "--data",
-                str(small_data),
-            ]
-        )
-        == 0
-    )
+    assert average.main([*two_epochs, "--out", str(avg), "--data", str(small_data)]) == 0
     assert "no validation" in capsys.readouterr().err
     assert "val_acc" not in checkpoint.read_meta(avg)["metrics"]
 

@@ -136,7 +136,7 @@ def write(out: str | Path, hardware: str = "cpu") -> Path:
     return out
 
 
-def push(out: Path, repo_id: str):
+def push(out: Path, repo_id: str) -> None:
     """Upload the folder as a Gradio Space (huggingface_hub sends the binaries through LFS/Xet)."""
     from huggingface_hub import HfApi
 
@@ -145,7 +145,7 @@ def push(out: Path, repo_id: str):
     api.upload_folder(folder_path=str(out), repo_id=repo_id, repo_type="space")
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="vitviz space", description=__doc__.split("\n")[0])
     p.add_argument("out", help="a new folder for the Space")
     p.add_argument("--hardware", choices=sorted(HARDWARE), default="cpu")

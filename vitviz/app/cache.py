@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from vitviz.models.loaded import LoadedViT
 
 import threading
@@ -34,7 +36,7 @@ class ModelCache:
         with self._lock:
             self._items.pop(ref, None)
 
-    def get(self, model: LoadedViT, make):
+    def get(self, model: LoadedViT, make: Callable[[], object]) -> object:
         """The cached value for `model`, or `make()`'s, stored (computed outside the lock)."""
         key = self._key(model)
         with self._lock:

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from vitviz.models.loaded import TokenLayout
+
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:  # the shell imports the tabs
     from vitviz.app.shell import Shell
 
@@ -40,7 +45,7 @@ def examples_default() -> str | None:
     return items[DEFAULT_EXAMPLE][0] if len(items) > DEFAULT_EXAMPLE else None
 
 
-def pick_example(model_key: str, state: Visitor | None, evt: gr.SelectData):
+def pick_example(model_key: str, state: Visitor | None, evt: gr.SelectData) -> tuple:
     """The clicked example, from the gallery that suits the chosen model (MNIST digits for an MNIST model)."""
     v = visitor(state)
     try:
@@ -58,7 +63,7 @@ PICKED = Outputs("image", "patch", "state", "image_note")  # an example picked
 NEW_IMAGE = Outputs("image", "patch", "examples", "state", "image_note")  # an upload or a random test image
 
 
-def upload_image(file, model_key: str, state: Visitor | None):
+def upload_image(file: object, model_key: str, state: Visitor | None) -> tuple:
     """An image from the Upload button: it becomes the shown image; the gallery lets go of its selection."""
     v = visitor(state)
     path = file if isinstance(file, str) else getattr(file, "name", None)
@@ -74,7 +79,7 @@ def upload_image(file, model_key: str, state: Visitor | None):
 _test_sets: dict[str, object] = {}
 
 
-def random_test_image(model_key: str, state: Visitor | None):
+def random_test_image(model_key: str, state: Visitor | None) -> tuple:
     """A random image of the model's test set, its true label said beside the buttons."""
     v = visitor(state)
     try:
@@ -105,7 +110,7 @@ def random_test_image(model_key: str, state: Visitor | None):
     )
 
 
-def pick_prefix(name: str, model_key: str, state: Visitor | None):
+def pick_prefix(name: str, model_key: str, state: Visitor | None) -> int | dict:
     """The token menu's choice (CLS, a distillation token, a register) as the selected token's number."""
     try:
         prefix = resolve_model(model_key, state).layout.prefix
@@ -114,7 +119,7 @@ def pick_prefix(name: str, model_key: str, state: Visitor | None):
     return -1 - prefix.index(name) if name in prefix else gr.skip()
 
 
-def prefix_shown(patch, model_key: str, state: Visitor | None):
+def prefix_shown(patch: object, model_key: str, state: Visitor | None) -> dict:
     """The token menu follows the selected token: its name for a token before the patches, empty for a patch."""
     try:
         layout = resolve_model(model_key, state).layout
@@ -124,7 +129,7 @@ def prefix_shown(patch, model_key: str, state: Visitor | None):
     return gr.update(value=layout.prefix[k] if p is None else None)
 
 
-def token_controls(layout) -> tuple:
+def token_controls(layout: TokenLayout) -> tuple:
     """The selected-token number's label, and the token menu (shown where there is more than CLS)."""
     return (
         gr.update(value=-1, label=f"Selected token ({token_numbers(layout)})"),
@@ -135,7 +140,7 @@ def token_controls(layout) -> tuple:
 # ---------------------------------------------------------------- a new model
 
 
-def controls_for(model_key: str, state: Visitor | None, progress=gr.Progress(track_tqdm=True)):
+def controls_for(model_key: str, state: Visitor | None, progress: gr.Progress = gr.Progress(track_tqdm=True)) -> tuple:
     """When the model changes: its class list, slider ranges and example gallery, an example image that suits
     it if the shown one does not (MNIST digits for an MNIST model), and the CLS token selected again.
 
@@ -181,7 +186,7 @@ def controls_for(model_key: str, state: Visitor | None, progress=gr.Progress(tra
 GALLERY_LABELS = {"cifar10": "Examples: CIFAR-10 test images", "mnist": "Examples: MNIST test digits"}
 
 
-def wire(c: dict, shell: Shell):
+def wire(c: dict, shell: Shell) -> None:
     """The choices' events: the examples, the upload and test-image buttons, a click on the input, the token
     menu. `c`: the Explore tab's components, which show them; `shell`: the model menu and the visitor's state."""
     c["examples"].select(
@@ -212,7 +217,7 @@ def wire(c: dict, shell: Shell):
     )
 
 
-def model_changed(c: dict, shell: Shell):
+def model_changed(c: dict, shell: Shell) -> dict:
     """What the model menu's change does to this tab: (fn, inputs, outputs) for the shell's chain."""
     return dict(
         fn=controls_for,

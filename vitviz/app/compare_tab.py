@@ -52,7 +52,7 @@ def compare(
     discard: float = 0.0,
     method: str = DEFAULT_CLASS_MAP,
     state: Visitor | None = None,
-):
+) -> tuple:
     """(left top 5, rollout, class map (`method`: gradient rollout, LeGrad or occlusion), rollout by layer, then
     the same for the right, then the left and right notes: empty, or why that side could not be drawn)."""
     o = pictures.Options(
@@ -66,7 +66,7 @@ def compare(
     return API.reply(**sides, note_a=note_a, note_b=note_b)
 
 
-def compare_page(*args):
+def compare_page(*args) -> tuple:
     """The page's update: as /compare, and a bad option or image said under the image, the panels kept."""
     try:
         return (*compare(*args), "")
@@ -137,7 +137,7 @@ def build() -> dict:
     return c
 
 
-def wire(c: dict, shell: Shell):
+def wire(c: dict, shell: Shell) -> dict:
     inputs = [c["image"], c["a"], c["b"], c["fusion"], c["discard"], c["method"], shell.state]
     outputs = API.components(c)
     c["go"].click(

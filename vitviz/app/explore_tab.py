@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the shell imports the tabs
+if TYPE_CHECKING:
     from vitviz.app.shell import Shell
+    from vitviz.app.visitor import Visitor  # the shell imports the tabs
 
 import gradio as gr
+import numpy as np
 import torch
 
 from vitviz.app.activity import ACTIVITY
@@ -55,18 +57,18 @@ METHOD = DEFAULT_CLASS_MAP
 def explore_view(
     image: ImagePayload,
     model_key: str = "cifar10",
-    fusion="mean",
-    discard=0.0,
-    target=PREDICTED,
-    layer=6,
-    head=1,
-    patch=-1,
-    alpha=0.6,
-    smooth=True,
-    shared=False,
-    method=METHOD,
+    fusion: str = "mean",
+    discard: float = 0.0,
+    target: str | None = PREDICTED,
+    layer: float = 6,
+    head: float = 1,
+    patch: float = -1,
+    alpha: float = 0.6,
+    smooth: bool = True,
+    shared: bool = False,
+    method: str = METHOD,
     state: Visitor | None = None,
-):
+) -> tuple[pictures.ExploreView, set[str], views.Explanation, Visitor]:
     """(ExploreView, the names of the pictures drawn now, Explanation, visitor) for one image and options."""
     with ACTIVITY:
         v = visitor(state)
@@ -87,7 +89,7 @@ def explore_view(
         return view, fresh, ex, v
 
 
-def analysed(model: LoadedViT, pixels, target, photo) -> views.Explanation:
+def analysed(model: LoadedViT, pixels: np.ndarray, target: str | None, photo: np.ndarray) -> views.Explanation:
     ex = views.analyse(model, pixels, target)
     ex.original = views.original_thumbnail(photo)
     return ex
@@ -123,13 +125,13 @@ def _method(method) -> str:
 
 
 @same_parameters_as(explore_view)
-def explain(*args, **kw):
+def explain(*args, **kw) -> tuple:
     """/explain: every Explore picture for one image and one set of options (pictures.ExploreView's fields)."""
     view, _, _, v = explore_view(*args, **kw)
     return API.reply(**pictures_reply(view, pictures.OUTPUT_NAMES, pictures.PICTURE_NAMES, set(OUTPUT_SET), v.files))
 
 
-def explain_page(*args):
+def explain_page(*args) -> tuple:
     """The page's update: the pictures that changed (gr.skip() for the rest), the summary, the state, and the
     three notes; an error goes into the note beside its control and leaves the pictures as they were."""
     state = args[-1]
@@ -163,14 +165,14 @@ def predict(image: ImagePayload, model_key: str = "cifar10", state: Visitor | No
 
 
 @same_parameters_as(explore_view)
-def export(*args, **kw):
+def export(*args, **kw) -> tuple[list[str], Visitor]:
     """Every picture of the current Explore view as PNGs in a zip, and the raw attention as .npy."""
     view, _, ex, v = explore_view(*args, **kw)
     zpath, npath = views.export_view(view, ex.attn, scratch.new_folder("export"))
     return [str(zpath), str(npath)], v
 
 
-def export_page(*args):
+def export_page(*args) -> tuple:
     """The Export button: the files appear (the box was hidden until now), or the reason beside the button."""
     try:
         files, v = export(*args)
@@ -308,7 +310,7 @@ def _build_below(c: dict):
     c["api_explain"], c["api_export"] = gr.Button(visible=False), gr.Button(visible=False)
 
 
-def wire(c: dict, shell: Shell):
+def wire(c: dict, shell: Shell) -> dict:
     """Explore's events. `shell` gives the model menu and the visitor's state."""
     inputs = [c["image"], shell.model_dd] + [c[k] for k in OPTIONS] + [shell.state]
     page = dict(

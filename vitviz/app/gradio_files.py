@@ -13,6 +13,11 @@ vitviz.runtime.scratch.remove_own, at the process's exit).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import gradio as gr
+
 import os
 import threading
 from pathlib import Path
@@ -20,7 +25,7 @@ from pathlib import Path
 from vitviz.app import limits
 
 
-def tracked(blocks, everything: bool = False) -> list[tuple[bool, float, int, str]]:
+def tracked(blocks: gr.Blocks, everything: bool = False) -> list[tuple[bool, float, int, str]]:
     """(is an upload, ctime, size, path) of every file the Blocks track that still exists: the copies of replies
     first, oldest first, then the visitors' uploads, oldest first (an upload may still be in use: a visitor
     explores one image for many calls, so uploads go last). The files Gradio keeps for the page itself (the
@@ -52,7 +57,7 @@ def _forget(blocks, path: str):
         pass
 
 
-def enforce(blocks, max_bytes: float) -> int:
+def enforce(blocks: gr.Blocks, max_bytes: float) -> int:
     """Delete the oldest tracked files until they take at most 80% of `max_bytes` (only when over it); returns
     how many were deleted."""
     files = tracked(blocks)
@@ -73,7 +78,7 @@ def enforce(blocks, max_bytes: float) -> int:
     return removed
 
 
-def total_bytes(blocks) -> int:
+def total_bytes(blocks: gr.Blocks) -> int:
     return sum(size for _, _, size, _ in tracked(blocks))
 
 
@@ -96,11 +101,11 @@ class SizeBound:
             except Exception:  # noqa: BLE001 - the bound must never stop the app; it tries again next time
                 pass
 
-    def stop(self):
+    def stop(self) -> None:
         self._stop.set()
 
 
-def remove_all(blocks):
+def remove_all(blocks: gr.Blocks) -> None:
     """Delete every file the Blocks track, the page's own included."""
     for *_, path in tracked(blocks, everything=True):
         try:

@@ -12,6 +12,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+
+    from vitviz.app.picfiles import PictureFiles
+    from vitviz.app.shell import Shell
+
 import inspect
 
 import gradio as gr
@@ -43,7 +51,9 @@ class Outputs:
         return len(self.names)
 
 
-def pictures_reply(view, names, pictures, fresh: set[str], files) -> dict:
+def pictures_reply(
+    view: object, names: tuple[str, ...], pictures: Collection[str], fresh: set[str], files: PictureFiles
+) -> dict:
     """`view`'s fields under `names`: each picture in `pictures` drawn now (in `fresh`) as its file from
     `files` (picfiles), one not drawn now left out (the page keeps it), every other field its value."""
     drawn = {n: getattr(view, n) for n in names if n in pictures and n in fresh}
@@ -51,11 +61,11 @@ def pictures_reply(view, names, pictures, fresh: set[str], files) -> dict:
     return {n: encoded[n] if n in encoded else getattr(view, n) for n in names if n not in pictures or n in fresh}
 
 
-def same_parameters_as(api):
+def same_parameters_as(api: Callable) -> Callable[[Callable], Callable]:
     """Give the decorated `fn(*args, **kw)` the parameters of `api` (what Gradio shows for its endpoint), so that
     two endpoints of one form share one signature."""
 
-    def give(fn):
+    def give(fn: Callable) -> Callable:
         fn.__signature__ = inspect.signature(api)
         return fn
 
@@ -66,7 +76,7 @@ def warning(e: gr.Error) -> str:
     return f"⚠️ {e.message}"
 
 
-def token_at(model_key: str, state: Visitor | None, evt: gr.SelectData):
+def token_at(model_key: str, state: Visitor | None, evt: gr.SelectData) -> int | dict:
     """A click on the input's picture: the patch under it, or -1 for the CLS tile (gr.skip() with no model)."""
     try:
         cfg = resolve_model(model_key, state).card.config
@@ -75,18 +85,18 @@ def token_at(model_key: str, state: Visitor | None, evt: gr.SelectData):
     return click_to_token(evt.index[0], evt.index[1], cfg)
 
 
-def follower(tab: str, redraw, outputs: Outputs):
+def follower(tab: str, redraw: Callable, outputs: Outputs) -> tuple[Callable, Callable]:
     """(open_tab, follow) for a tab drawn from the Explore image by `redraw(image, model, a, b, visitor)`.
     Opening the tab draws it (only what changed since it was last drawn is sent) and keeps it up to date;
     `follow`, on a new image or model, redraws it only while it is the tab looked at (otherwise nothing
     now: opening it draws it)."""
 
-    def open_tab(image: ImagePayload, model_key: str, a, b, state: Visitor | None):
+    def open_tab(image: ImagePayload, model_key: str, a: object, b: object, state: Visitor | None) -> tuple:
         v = visitor(state)
         v.crossing.looking = tab
         return redraw(image, model_key, a, b, v)
 
-    def follow(image: ImagePayload, model_key: str, a, b, state: Visitor | None):
+    def follow(image: ImagePayload, model_key: str, a: object, b: object, state: Visitor | None) -> tuple:
         v = visitor(state)
         if v.crossing.looking != tab:
             return outputs.reply(state=v)
@@ -95,7 +105,15 @@ def follower(tab: str, redraw, outputs: Outputs):
     return open_tab, follow
 
 
-def follow_image(tab, image, shell, redraw: dict, open_tab, follow, ranges) -> dict:
+def follow_image(
+    tab: gr.Tab,
+    image: gr.Image,
+    shell: Shell,
+    redraw: dict,
+    open_tab: Callable,
+    follow: Callable,
+    ranges: tuple[Callable, gr.components.Component],
+) -> dict:
     """Wire a tab drawn from the Explore image: drawn when opened, redrawn on a new image or model while looked
     at. `redraw`: fn, inputs and outputs of its update; `ranges`: (fn, output) that fits its control to a new
     model before the redraw. Returns the update's event settings, for the tab's own controls."""

@@ -6,6 +6,11 @@ a person understands; none lets a raw Python message through.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.loaded import TokenLayout
+
 import math
 import os
 
@@ -72,7 +77,7 @@ def image_and_pixels(model: LoadedViT, payload: ImagePayload) -> tuple[Image.Ima
         raise FieldError(f"That image could not be used: {e}.", "image") from None
 
 
-def number(value, what: str, lo: float, hi: float, default: float | None = None, where: str = "") -> float:
+def number(value: object, what: str, lo: float, hi: float, default: float | None = None, where: str = "") -> float:
     """A finite number in [lo, hi]; None or '' gives `default`. `where` ends the out-of-range sentence
     (" for this model")."""
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -90,7 +95,7 @@ def number(value, what: str, lo: float, hi: float, default: float | None = None,
     return v
 
 
-def whole(value, what: str, lo: int, hi: int, default: int | None = None, where: str = "") -> int:
+def whole(value: object, what: str, lo: int, hi: int, default: int | None = None, where: str = "") -> int:
     """A whole number in [lo, hi]; None or '' gives `default`."""
     v = number(value, what, lo, hi, default, where)
     if v != int(v):
@@ -98,7 +103,7 @@ def whole(value, what: str, lo: int, hi: int, default: int | None = None, where:
     return int(v)
 
 
-def choice(value, what: str, options: list[str], default: str | None = None) -> str:
+def choice(value: object, what: str, options: list[str], default: str | None = None) -> str:
     if value is None and default is not None:
         return default
     if value not in options:
@@ -106,7 +111,7 @@ def choice(value, what: str, options: list[str], default: str | None = None) -> 
     return value
 
 
-def patch_index(value, num_patches: int) -> int | None:
+def patch_index(value: object, num_patches: int) -> int | None:
     """A selected patch: None for none (-1 or empty); a sentence, with this model's range, for one off the grid."""
     try:
         p = whole(value, "The selected patch", -math.inf, math.inf, default=-1)
@@ -121,7 +126,7 @@ def patch_index(value, num_patches: int) -> int | None:
     return None if p < 0 else p
 
 
-def token_index(value, layout) -> tuple[int | None, int]:
+def token_index(value: object, layout: TokenLayout) -> tuple[int | None, int]:
     """The selected token as (patch or None, which prefix token): 0 to P-1 a patch, -1 CLS, -2 to -K the other
     tokens before the patches (distillation, registers) of this model's `layout` (vitviz.models.loaded.TokenLayout)."""
     try:
@@ -138,7 +143,7 @@ def token_index(value, layout) -> tuple[int | None, int]:
     return (None, int(-1 - p)) if p < 0 else (int(p), 0)
 
 
-def token_numbers(layout) -> str:
+def token_numbers(layout: TokenLayout) -> str:
     """How this model's tokens are numbered, in words: "patches 0 to 63, -1 CLS, -2 to -5 registers 1 to 4"."""
     K, P = layout.num_prefix, layout.num_patches
     words = [f"patches 0 to {P - 1}", "-1 CLS"]
@@ -154,7 +159,7 @@ def token_numbers(layout) -> str:
     return ", ".join(words)
 
 
-def layer_index(value, what: str, count: int, default: int) -> tuple[int, str]:
+def layer_index(value: object, what: str, count: int, default: int) -> tuple[int, str]:
     """A 1-based layer, head or block of this model, and '' or the sentence saying it was brought into range:
     a value past this model's 1 to `count` (another model's layer, a stale slider) shows the nearest one, and
     the page and the API's reply say so."""

@@ -22,6 +22,11 @@ change it without a restart); the README lists them all.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.vit import ViTConfig
+
 import os
 from dataclasses import replace
 
@@ -67,7 +72,7 @@ def cap_time(cfg: TrainConfig, also: float | None = None) -> tuple[TrainConfig, 
     return cfg, f"(This machine trains for at most {cap:g} s a run; you asked for {asked}.)"
 
 
-def check_memory(cfg: TrainConfig):
+def check_memory(cfg: TrainConfig) -> None:
     """gr.Error, saying what would fit, when the run's estimated peak memory is over the bound."""
     limit = get("VITVIZ_TRAIN_MEMORY_GB")
     need = cfg.peak_memory_gb()
@@ -118,13 +123,13 @@ def map_cost_note(what: str, passes: int, gflop: float) -> str:
     )
 
 
-def method_refusal(method: str, cfg) -> str:
+def method_refusal(method: str, cfg: ViTConfig) -> str:
     """'' when `method`'s map of a model with this config fits the budget; else the sentence why not (only
     occlusion costs more than one pass)."""
     return occlusion_note(cfg) if method == "occlusion" else ""
 
 
-def occlusion_note(cfg) -> str:
+def occlusion_note(cfg: ViTConfig) -> str:
     """'' when an occlusion map of a model with this config fits the budget; else the sentence why not."""
     from vitviz.explain.methods import forward_gflop
 

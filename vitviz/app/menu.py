@@ -11,6 +11,11 @@ snapshots) live in their `Visitor` state and nowhere else.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 import os
 import re
 import threading
@@ -76,7 +81,7 @@ def model_choices() -> list[tuple[str, str]]:
     return [(label(name, key), key) for name, key in MODEL_CHOICES]
 
 
-def first_load(key: str, progress) -> str:
+def first_load(key: str, progress: gr.Progress) -> str:
     """Before a downloaded model's first load: show progress, and return the line saying where its weights are
     kept ('' for the others)."""
     key = typed_key(key)
@@ -92,10 +97,10 @@ def first_load(key: str, progress) -> str:
     )
 
 
-def look_at(tab: str):
+def look_at(tab: str) -> Callable[[Visitor | None], Visitor]:
     """The handler of a tab's select event for the tabs that draw nothing on opening."""
 
-    def look(state: Visitor | None):
+    def look(state: Visitor | None) -> Visitor:
         v = visitor(state)
         v.crossing.looking = tab
         return v
@@ -114,7 +119,7 @@ def remember(v: Visitor, request: gr.Request | None) -> Visitor:
     return v
 
 
-def release_session(request: gr.Request = None):
+def release_session(request: gr.Request = None) -> None:
     """demo.unload's handler: a visitor closed or reloaded the page, so their models go now (Gradio would
     keep a closed session's state for an hour)."""
     v = _by_session.pop(getattr(request, "session_hash", None) or "", None)
@@ -122,7 +127,7 @@ def release_session(request: gr.Request = None):
         v.release()
 
 
-def release_state(value):
+def release_state(value: object) -> None:
     """gr.State's delete_callback: the state expired (VITVIZ_STATE_TTL_S after the visitor's last action)."""
     if isinstance(value, Visitor):
         value.release()
@@ -143,7 +148,7 @@ class SharedModels:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
-    def get(self, key: str):
+    def get(self, key: str) -> LoadedViT:
         model = self._models.get(key)
         if model is not None:
             return model
@@ -185,7 +190,7 @@ class SharedModels:
 MODELS = SharedModels()
 
 
-def typed_key(key) -> str:
+def typed_key(key: object) -> str:
     """The menu's key for what a visitor chose or typed: a timm name typed bare gets its "timm/"."""
     key = str(key or "cifar10").strip()
     if key in SHARED or key in ("session", "upload") or key.startswith("session@") or not TYPED.match(key):
@@ -197,7 +202,7 @@ def title_of(key: str) -> str:
     return SHARED.get(key) or f"timm model {key.removeprefix('timm/')}"
 
 
-def resolve_model(key: str, state: Visitor | None = None):
+def resolve_model(key: str, state: Visitor | None = None) -> LoadedViT:
     """The model a visitor chose (a menu entry, or any timm ViT's name typed into it); a gr.Error with a plain
     sentence when it cannot be had."""
     key = typed_key(key)
@@ -221,7 +226,7 @@ def resolve_model(key: str, state: Visitor | None = None):
         raise gr.Error(f"The {title_of(key)} could not be loaded: {e}") from None
 
 
-def upload_checkpoint(files, state: Visitor | None = None, request: gr.Request = None):
+def upload_checkpoint(files: list | None, state: Visitor | None = None, request: gr.Request = None) -> tuple:
     """Load an uploaded checkpoint (two files) into the visitor's state; it becomes the chosen model. A file that
     cannot be used gets a sentence for the note beside the upload, and the menu stays as it was."""
     v = remember(visitor(state), request)

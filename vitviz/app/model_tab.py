@@ -32,7 +32,7 @@ SUMMARIES = ModelCache(lambda: limits.get("VITVIZ_MODEL_CACHE"))
 
 
 def summary_of(model: LoadedViT) -> views.ModelSummary:
-    def make():
+    def make() -> views.ModelSummary:
         card = model.card
         items = gallery.items(card.gallery)
         if card.config.image_size >= 224:
@@ -57,7 +57,7 @@ def _position(model: LoadedViT, position) -> int:
     return views.default_position(cfg) if p < 0 else p
 
 
-def model_view(model_key: str, position=-1, state: Visitor | None = None):
+def model_view(model_key: str, position: float = -1, state: Visitor | None = None) -> tuple:
     """(positional tiles, the selected position large, distance figure, components, card, components note)."""
     model = resolve_model(model_key, state)
     s = summary_of(model)
@@ -69,7 +69,7 @@ def model_view(model_key: str, position=-1, state: Visitor | None = None):
     return tiles, large, s.distance, s.components, s.card, note
 
 
-def pos_click(model_key: str, state: Visitor | None, evt: gr.SelectData):
+def pos_click(model_key: str, state: Visitor | None, evt: gr.SelectData) -> tuple:
     """A click on the tiles: the clicked position and its two redrawn pictures."""
     model = resolve_model(model_key, state)
     cfg = model.card.config
@@ -123,7 +123,7 @@ def view_event(c: dict, shell: Shell) -> dict:
     )
 
 
-def wire(c: dict, shell: Shell):
+def wire(c: dict, shell: Shell) -> None:
     c["pos_tiles"].select(
         pos_click,
         [shell.model_dd, shell.state],

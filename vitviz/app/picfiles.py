@@ -69,7 +69,7 @@ class PictureFiles:
                 Path(old[1]).unlink(missing_ok=True)
         return out
 
-    def clear(self):
+    def clear(self) -> None:
         if self._folder is not None:
             _remove(str(self._folder))
         self._folder = None
@@ -119,7 +119,7 @@ class ReplyFiles:
         }
         return {name: job.result() for name, job in jobs.items()}
 
-    def clear(self):
+    def clear(self) -> None:
         """Nothing to let go: the files are the callers' replies, deleted by age."""
 
 

@@ -32,7 +32,7 @@ class Place:
         """True once this place may train (within `timeout` seconds), else False."""
         return self.places.wait(self, timeout)
 
-    def leave(self):
+    def leave(self) -> None:
         self.places.leave(self)
 
 
@@ -80,7 +80,7 @@ class Places:
         with self._cond:
             return self._cond.wait_for(lambda: place not in self._line or self._line.index(place) < self.slots, timeout)
 
-    def leave(self, place: Place):
+    def leave(self, place: Place) -> None:
         with self._cond:
             if place in self._line:
                 self._line.remove(place)

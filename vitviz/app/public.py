@@ -11,6 +11,12 @@ gradio_client shows.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastapi.responses import JSONResponse
+    from gradio.blocks import BlockFunction
+
 import inspect
 import re
 
@@ -38,7 +44,7 @@ def _endpoint(block_fn) -> str:
     return f"/{block_fn.api_name}" if block_fn.api_name else "This event"
 
 
-def count_sentence(block_fn, got: int) -> str:
+def count_sentence(block_fn: BlockFunction, got: int) -> str:
     names = _names(block_fn)
     return (
         f"{_endpoint(block_fn)} takes {len(names)} value(s), in this order: {', '.join(names)}; this call "
@@ -46,7 +52,7 @@ def count_sentence(block_fn, got: int) -> str:
     )
 
 
-def kind_sentence(block_fn, inputs: list) -> str:
+def kind_sentence(block_fn: BlockFunction, inputs: list) -> str:
     """Which value is not of the kind its component takes, found by checking each against its data model."""
     names = _names(block_fn)
     visible = [b for b in block_fn.inputs if not getattr(b, "skip_api", False)]
@@ -72,7 +78,7 @@ def _show(value) -> str:
     return f"a {type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
 
 
-def call_refused(request: gr.Request | None, exc: Exception):
+def call_refused(request: gr.Request | None, exc: Exception) -> JSONResponse:
     """FastAPI's handler for a TypeError or ValueError that a route (not a handler: those become gr.Error)
     raised while reading a call, as Gradio's keyword API does for an unknown parameter: a 400 with a sentence
     instead of a bare 500."""
@@ -97,12 +103,12 @@ APP_KWARGS = {"exception_handlers": {TypeError: call_refused, ValueError: call_r
 class PublicBlocks(gr.Blocks):
     _bound = None
 
-    def bound_cache(self):
+    def bound_cache(self) -> None:
         """Keep Gradio's cached files under VITVIZ_CACHE_MAX_MB from now on (vitviz.app.gradio_files)."""
         if self._bound is None:
             self._bound = gradio_files.SizeBound(self).start()
 
-    def close(self, *args, **kwargs):
+    def close(self, *args, **kwargs) -> object:
         """Close the server, stop the bound and delete the files this app's Blocks cached."""
         out = super().close(*args, **kwargs)
         if self._bound is not None:
@@ -111,13 +117,15 @@ class PublicBlocks(gr.Blocks):
         gradio_files.remove_all(self)
         return out
 
-    def validate_inputs(self, block_fn, inputs: list):
+    def validate_inputs(self, block_fn: BlockFunction, inputs: list) -> None:
         wanted = len(block_fn.inputs)
         if len(inputs) < wanted or (len(inputs) > wanted and block_fn.api_name and not getattr(block_fn, "js", None)):
             raise gr.Error(count_sentence(block_fn, len(inputs)))
         super().validate_inputs(block_fn, inputs)
 
-    async def preprocess_data(self, block_fn, inputs, state: Visitor | None, explicit_call: bool = False):
+    async def preprocess_data(
+        self, block_fn: BlockFunction, inputs: list, state: Visitor | None, explicit_call: bool = False
+    ) -> list:
         try:
             return await super().preprocess_data(block_fn, inputs, state, explicit_call)
         except gr.Error:

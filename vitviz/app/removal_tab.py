@@ -50,12 +50,12 @@ def _study(image: ImagePayload, model_key: str, v):
 def view(
     image: ImagePayload,
     model_key: str = "cifar10",
-    method="LeGrad",
-    k=0,
+    method: str = "LeGrad",
+    k: float = 0,
     state: Visitor | None = None,
     toggle: int | None = None,
-    rank=True,
-):
+    rank: bool = True,
+) -> tuple[removal.RemovalView, Visitor]:
     """(RemovalView, visitor). `rank`: hide the top k of `method` (else keep the visitor's own patches);
     `toggle`: a patch to hide or show again."""
     with ACTIVITY:
@@ -87,12 +87,14 @@ def _try(fn, *args, **kw):
         return e
 
 
-def ranked(image: ImagePayload, model_key: str, method, k, state: Visitor | None):
+def ranked(image: ImagePayload, model_key: str, method: str, k: float, state: Visitor | None) -> tuple:
     """The slider or the ranking changed: the top k of that map hidden."""
     return _page(_try(view, image, model_key, method, k, state), state)
 
 
-def clicked(image: ImagePayload, model_key: str, method, k, state: Visitor | None, evt: gr.SelectData):
+def clicked(
+    image: ImagePayload, model_key: str, method: str, k: float, state: Visitor | None, evt: gr.SelectData
+) -> tuple:
     """A click on the picture: that patch hidden, or shown again."""
     p = token_at(model_key, state, evt)  # the same grid as Explore's input; no CLS tile here
     if not isinstance(p, int):
@@ -100,13 +102,13 @@ def clicked(image: ImagePayload, model_key: str, method, k, state: Visitor | Non
     return _page(_try(view, image, model_key, method, k, state, toggle=p, rank=False), state)
 
 
-def show_all(image: ImagePayload, model_key: str, method, state: Visitor | None):
+def show_all(image: ImagePayload, model_key: str, method: str, state: Visitor | None) -> tuple:
     return _page(_try(view, image, model_key, method, 0, state), state, RESET, k=0)
 
 
 def removal_api(
     image: ImagePayload, model_key: str = "cifar10", method: str = "LeGrad", k: float = 0, state: Visitor | None = None
-):
+) -> tuple:
     """/take_away: the image with the top k patches of `method` hidden: (picture, top 5 without them, deletion
     curves, every map with its AUC, summary)."""
     rv, _ = view(image, model_key, method, k, state)
@@ -159,7 +161,7 @@ def build() -> dict:
     return c
 
 
-def k_range(model_key: str, state: Visitor | None):
+def k_range(model_key: str, state: Visitor | None) -> dict:
     try:
         P = resolve_model(model_key, state).card.config.num_patches
     except gr.Error:
@@ -167,7 +169,7 @@ def k_range(model_key: str, state: Visitor | None):
     return gr.update(maximum=P, value=0)
 
 
-def wire(c: dict, shell: Shell, image: ImagePayload, tab):
+def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
     inputs = [image, shell.model_dd, c["method"], c["k"], shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=ranked, inputs=inputs, outputs=outputs)

@@ -7,6 +7,11 @@ storage when it has one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import gradio as gr
+
 import argparse
 import os
 
@@ -37,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, demo=None) -> int:
+def main(argv: list[str] | None = None, demo: gr.Blocks | None = None) -> int:
     """Serve `demo` (built here when None) until the process is stopped."""
     a = parser().parse_args(argv)
     prepare_environment()

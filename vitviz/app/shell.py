@@ -156,7 +156,7 @@ def _exit_normally(*_):
     sys.exit(0)
 
 
-def launch(demo: gr.Blocks | None = None, **kw):
+def launch(demo: gr.Blocks | None = None, **kw) -> tuple:
     """Serve the app. Gradio's cached files are kept under VITVIZ_CACHE_MAX_MB while it runs, and removed with
     the app's own folders when it exits normally (Ctrl-C, SIGTERM, demo.close())."""
     demo = demo or build_demo()

@@ -35,7 +35,7 @@ STAGES = [  # (picture field, title)
 
 def step_view(
     image: ImagePayload, model_key: str = "cifar10", block: float = 1, patch: float = -1, state: Visitor | None = None
-):
+) -> tuple[steps.StepView, set[str], Visitor]:
     """(steps.StepView, the names of the pictures drawn now, the visitor)."""
     with ACTIVITY:
         v = visitor(state)
@@ -51,7 +51,7 @@ def step_view(
     return view, fresh, v
 
 
-def step_page(image: ImagePayload, model_key: str, block, patch, state: Visitor | None):
+def step_page(image: ImagePayload, model_key: str, block: float, patch: float, state: Visitor | None) -> tuple:
     """The page's update: the pictures that changed (gr.skip() for the rest, each new one encoded once) and
     every sentence, then the state; or the reason beside the controls, the pictures kept."""
     try:
@@ -69,7 +69,7 @@ PAGE = Outputs(*steps.STEP_NAMES, "state", "note")  # the page's update
 
 def steps_api(
     image: ImagePayload, model_key: str = "cifar10", block: float = 1, patch: float = -1, state: Visitor | None = None
-):
+) -> tuple:
     """/steps: every stage's picture (a file) and sentence, in steps.StepView's field order."""
     view, _, v = step_view(image, model_key, block, patch, state)
     return API.reply(**pictures_reply(view, steps.STEP_NAMES, PICTURES, set(PICTURES), v.files))
@@ -79,7 +79,7 @@ API = Outputs(*steps.STEP_NAMES)
 open_tab, follow = follower("steps", step_page, PAGE)
 
 
-def block_range(model_key: str, state: Visitor | None):
+def block_range(model_key: str, state: Visitor | None) -> dict:
     try:
         depth = resolve_model(model_key, state).card.config.depth
     except gr.Error:
@@ -113,7 +113,7 @@ def build() -> dict:
     return c
 
 
-def wire(c: dict, shell: Shell, image: ImagePayload, tab):
+def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
     inputs = [image, shell.model_dd, c["which_block"], c["token"], shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)

@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from vitviz.models.vit import ViTConfig
+
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:  # the shell imports the tabs
     from vitviz.app.shell import Shell
 
@@ -17,6 +24,7 @@ import functools
 import inspect
 
 import gradio as gr
+import torch
 
 from vitviz.app import limits
 from vitviz.app.activity import ACTIVITY
@@ -38,7 +46,7 @@ ZERO_GPU = zerogpu.enabled()  # Hugging Face ZeroGPU: a GPU is attached for each
 
 
 @functools.lru_cache(maxsize=1)
-def device():
+def device() -> torch.device:
     return pick_device("auto")
 
 
@@ -47,7 +55,7 @@ def quick() -> dict:
     return live.quick_defaults(device())
 
 
-def preset_sizes(preset: str):
+def preset_sizes(preset: str) -> tuple[int, int, int, int]:
     cfg = make_config(preset if preset in PRESETS else quick()["preset"])
     return cfg.depth, cfg.num_heads, cfg.embed_dim, cfg.patch_size
 
@@ -57,7 +65,19 @@ def _session_key(request: gr.Request | None) -> str:
 
 
 def settings(
-    dataset, preset, depth, heads, width, patch, epochs, time_budget, batch_size, lr, subset, augment, seed
+    dataset: object,
+    preset: object,
+    depth: object,
+    heads: object,
+    width: object,
+    patch: object,
+    epochs: object,
+    time_budget: object,
+    batch_size: object,
+    lr: float,
+    subset: object,
+    augment: object,
+    seed: object,
 ) -> dict:
     """The Train form's values under TrainConfig's names (None: the quick default)."""
     q = quick()
@@ -96,7 +116,7 @@ def train_run(
     seed: float = 0,
     state: Visitor | None = None,
     request: gr.Request = None,
-):
+) -> Iterator[tuple]:
     """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state,
     and at the end the Compare menus with the epoch snapshots). No argument: the default quick run. An API
     caller holds at most one place per address (see vitviz.app.places)."""
@@ -153,7 +173,7 @@ def _waiting(ahead: int, v) -> tuple:
 
 
 @functools.wraps(train_run)
-def train_page(*args, **kwargs):
+def train_page(*args, **kwargs) -> Iterator[tuple]:
     """The Train button: as /train, but settings that cannot be used are said in the status line (the API gets
     the same sentence as an error); the other outputs, the Compare menus among them, stay as they were."""
     bound = TRAIN_SIGNATURE.bind(*args, **kwargs)
@@ -199,18 +219,18 @@ def stop_run(request: gr.Request = None) -> str:
     return "No run of yours is going."
 
 
-def explore_trained(state: Visitor | None):
+def explore_trained(state: Visitor | None) -> tuple:
     if visitor(state).models.get("session") is None:
         raise gr.Error("Train a model first: press Train and wait for it to finish, or stop it.")
     return gr.update(value="session"), gr.Tabs(selected="explore")
 
 
-def running_buttons():
+def running_buttons() -> tuple[dict, dict, dict]:
     """While a run goes: Train off (one run a visitor), Stop on, Explore-this-model off until it ends."""
     return gr.update(interactive=False), gr.update(interactive=True), gr.update(interactive=False)
 
 
-def idle_buttons(state: Visitor | None):
+def idle_buttons(state: Visitor | None) -> tuple[dict, dict, dict]:
     """After a run (or a refused one): Train on, Stop off, Explore-this-model on if there is a model to explore."""
     has_model = visitor(state).models.get("session") is not None
     return gr.update(interactive=True), gr.update(interactive=False), gr.update(interactive=has_model)
@@ -219,7 +239,7 @@ def idle_buttons(state: Visitor | None):
 GPU_MARGIN_S = 20  # GPU time for the final validation and pictures, past the run's training budget
 
 
-def gpu_seconds(cfg, *args, **kwargs) -> int:
+def gpu_seconds(cfg: ViTConfig, *args, **kwargs) -> int:
     """How much GPU time a run asks ZeroGPU for: its training budget and the margin, at most the cap."""
     return int(min(zerogpu.gpu_seconds_cap(), cfg.time_budget + GPU_MARGIN_S))
 
@@ -322,7 +342,7 @@ FORM = (
 )
 
 
-def wire(c: dict, shell: Shell, compare_menus: list, demo: gr.Blocks):
+def wire(c: dict, shell: Shell, compare_menus: list, demo: gr.Blocks) -> None:
     c["preset"].change(
         preset_sizes, c["preset"], [c["depth"], c["heads"], c["width"], c["patch"]], api_visibility="private"
     )

@@ -7,6 +7,13 @@ is that tab's `TabState`, kept under one cache key (`image_key`), so that no tab
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from vitviz.models.loaded import LoadedViT
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +26,7 @@ from vitviz.runtime import memory
 DEFAULT_EXAMPLE = 3  # the gallery image the page opens on
 
 
-def image_key(model_key: str, model, pixels: np.ndarray, *more) -> tuple:
+def image_key(model_key: str, model: LoadedViT, pixels: np.ndarray, *more) -> tuple:
     """What a tab's result depends on: the model chosen (by its menu key and the very record) and the pixels."""
     return (model_key, id(model), hash(pixels.tobytes()), *more)
 
@@ -32,7 +39,7 @@ class TabState:
     result: Any = None
     pictures: PictureCache = field(default_factory=PictureCache)
 
-    def keep(self, key: tuple, compute) -> Any:
+    def keep(self, key: tuple, compute: Callable[[], Any]) -> Any:
         """The result for `key`: the kept one, or `compute()` kept now (the pictures of the old one let go)."""
         if self.key != key:
             self.key, self.result = key, compute()
@@ -40,10 +47,10 @@ class TabState:
             self.renewed()
         return self.result
 
-    def renewed(self):
+    def renewed(self) -> None:
         """What a new result resets besides the pictures (nothing here)."""
 
-    def clear(self):
+    def clear(self) -> None:
         self.key = self.result = None
         self.pictures.clear()
         self.renewed()
@@ -53,7 +60,7 @@ class TabState:
 class RemovalState(TabState):
     hidden: set = field(default_factory=set)  # the patches the visitor hid
 
-    def renewed(self):
+    def renewed(self) -> None:
         self.hidden = set()
 
 
@@ -81,12 +88,12 @@ class Visitor:
     def tabs(self) -> tuple[TabState, ...]:
         return (self.explore, self.steps, self.removal)
 
-    def forget_session_models(self):
+    def forget_session_models(self) -> None:
         for k in [k for k in self.models if k.startswith("session")]:
             del self.models[k]
         self._forget_results()
 
-    def release(self):
+    def release(self) -> None:
         """Let go of everything this visitor holds (they left, or their state expired), and give the memory
         back to the OS."""
         held = bool(self.models)

@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image
 
 
-def cache_atomically(picture, cache_dir: str, fmt: str) -> str:
+def cache_atomically(picture: np.ndarray | Image.Image, cache_dir: str, fmt: str) -> str:
     """`picture` (an array or a PIL image) encoded as `fmt` into Gradio's cache, under the name that its
     bytes give, and written under a temporary name first, then renamed into place. Gradio's own
     save_pil_to_cache rewrites that same file in place, so two visitors whose replies hold the same picture
@@ -33,7 +33,9 @@ def cache_atomically(picture, cache_dir: str, fmt: str) -> str:
     return str(path.resolve())
 
 
-def pic(label: str, elem_id: str | None = None, fmt: str = "png", elem_classes_extra=(), **kw) -> gr.Image:
+def pic(
+    label: str, elem_id: str | None = None, fmt: str = "png", elem_classes_extra: tuple[str, ...] = (), **kw
+) -> gr.Image:
     """An output picture: no toolbar over it (its title and colour bar are drawn in it; Export saves it), its
     label (when shown) above it, never over it."""
     kw.setdefault("show_label", False)
@@ -48,7 +50,8 @@ def pic(label: str, elem_id: str | None = None, fmt: str = "png", elem_classes_e
     )
     plain = im.postprocess
 
-    def postprocess(value):  # arrays go to the cache by cache_atomically (a subclass would make Gradio write a .pyi)
+    def postprocess(value: object) -> object:
+        """Arrays go to the cache by cache_atomically (a gr.Image subclass would make Gradio write a .pyi)."""
         if isinstance(value, (np.ndarray, Image.Image)):
             value = cache_atomically(value, im.GRADIO_CACHE, fmt)
         return plain(value)

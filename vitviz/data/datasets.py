@@ -192,7 +192,7 @@ def _load_arrays(name: str, data=None) -> tuple[dict, str]:
     return arrays, desc
 
 
-def load_dataset(name: str = "cifar10", data=None, val_size: int = 5000, seed: int = 0) -> Dataset:
+def load_dataset(name: str = "cifar10", data: str | Path | None = None, val_size: int = 5000, seed: int = 0) -> Dataset:
     """Load a data set into memory; `val_size` training images (a fixed random draw) are held out for validation."""
     if name not in DATASETS:
         raise ValueError(f"unknown data set {name!r}; choose from {sorted(DATASETS)}")
@@ -218,7 +218,7 @@ def load_dataset(name: str = "cifar10", data=None, val_size: int = 5000, seed: i
 # ---------------------------------------------------------------- batches
 
 
-def normalize(x: torch.Tensor, mean, std) -> torch.Tensor:
+def normalize(x: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
     """uint8 (B, C, H, W) -> float, normalised per channel."""
     m = torch.tensor(mean, device=x.device).view(1, -1, 1, 1)
     s = torch.tensor(std, device=x.device).view(1, -1, 1, 1)
@@ -299,7 +299,7 @@ def mix_batch(
 # ---------------------------------------------------------------- single images
 
 
-def open_image(path_or_bytes) -> Image.Image:
+def open_image(path_or_bytes: str | Path | bytes) -> Image.Image:
     """Open an image file with the decompression-bomb guard; raises ValueError with a readable message."""
     try:
         im = Image.open(path_or_bytes if not isinstance(path_or_bytes, bytes) else io.BytesIO(path_or_bytes))
@@ -369,7 +369,7 @@ def to_pixels(image: Image.Image, size: int, in_chans: int, invert_light: bool =
     return arr
 
 
-def pixels_to_tensor(pixels: np.ndarray, mean, std) -> torch.Tensor:
+def pixels_to_tensor(pixels: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
     """uint8 (H, W, C) -> normalised float (1, C, H, W)."""
     x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(2, 0, 1)[None]
     return normalize(x, mean, std)

@@ -30,7 +30,7 @@ def items(dataset: str = "cifar10") -> list[tuple[str, str]]:
     return out
 
 
-def build(data: Path, per_class: int = 10, seed: int = 0):
+def build(data: Path, per_class: int = 10, seed: int = 0) -> None:
     for name, spec in DATASETS.items():
         zpath = data / spec["archive"]
         out = GALLERY / name

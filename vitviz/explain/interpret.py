@@ -159,7 +159,7 @@ def grid_side(num_patches: int) -> int:
     return g
 
 
-def patch_centers(g: int, patch_size: float, device=None) -> torch.Tensor:
+def patch_centers(g: int, patch_size: float, device: torch.device | str | None = None) -> torch.Tensor:
     """(P, 2) pixel coordinates (row, col) of the patch centres, row-major."""
     idx = torch.arange(g, device=device, dtype=torch.float32)
     rr, cc = torch.meshgrid(idx, idx, indexing="ij")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from vitviz.models.loaded import LoadedViT
+    from vitviz.models.vit import ViTConfig
 
 from dataclasses import dataclass
 
@@ -95,7 +96,7 @@ def relevance(model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tens
     raise ValueError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
 
 
-def forward_gflop(cfg) -> float:
+def forward_gflop(cfg: ViTConfig) -> float:
     """About how many GFLOP one image's forward pass costs (matmuls and attention; the rest is small)."""
     N, D, L = 1 + cfg.num_patches, cfg.embed_dim, cfg.depth
     hidden = int(D * cfg.mlp_ratio)

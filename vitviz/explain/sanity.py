@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from vitviz.models.loaded import LoadedViT
 
 import copy
@@ -37,7 +39,7 @@ def _reinit(module: torch.nn.Module, seed: int):
                 reset()
 
 
-def cascade(model: LoadedViT, seed: int = 0):
+def cascade(model: LoadedViT, seed: int = 0) -> Iterator[tuple[str, LoadedViT]]:
     """Yield (stage label, model) from the trained model through every randomisation stage. The model
     yielded (a record, vitviz.models.loaded) is one copy, randomised further at each stage; `model` itself is never
     changed."""
@@ -60,7 +62,7 @@ def cascade(model: LoadedViT, seed: int = 0):
     yield "+ embeddings (everything)", m
 
 
-def randomised(model: LoadedViT, kind: str, seed: int = 0):
+def randomised(model: LoadedViT, kind: str, seed: int = 0) -> LoadedViT:
     """A copy of `model` with its head ("head") or every weight ("all") randomised, its card saying so."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {sorted(KINDS)}")
@@ -90,7 +92,7 @@ def spearman(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def checks(
-    model: LoadedViT, x: torch.Tensor, methods, seed: int = 0, target: torch.Tensor | int | None = None
+    model: LoadedViT, x: torch.Tensor, methods: list[str], seed: int = 0, target: torch.Tensor | int | None = None
 ) -> dict[str, dict[str, torch.Tensor]]:
     """{stage: {method: (B,) Spearman correlation with the trained model's map}} over the cascade. Every map
     explains the trained model's prediction (or `target`) at every stage, as Adebayo et al. do."""

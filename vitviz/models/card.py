@@ -115,7 +115,7 @@ def default_card(config: ViTConfig) -> ModelCard:
     )
 
 
-def describe(model: torch.nn.Module, card: ModelCard | None = None, **changes):
+def describe(model: torch.nn.Module, card: ModelCard | None = None, **changes) -> torch.nn.Module:
     """Attach a card to `model` (the given one, or its current one, with `changes`) and return the model."""
     base = card or card_of(model)
     model.card = replace(base, **changes) if changes else base

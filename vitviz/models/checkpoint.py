@@ -47,7 +47,7 @@ def paths(path: str | os.PathLike) -> tuple[Path, Path]:
     return p.with_suffix(".safetensors"), p.with_suffix(".json")
 
 
-def write_json(path: Path, obj: dict):
+def write_json(path: Path, obj: dict) -> None:
     """Rewrite a checkpoint's JSON in place (its write id kept), atomically."""
     write_set(
         path.with_name(f".{path.stem}.json.commit"), {path: lambda t: t.write_text(json.dumps(obj, indent=2) + "\n")}
@@ -60,7 +60,7 @@ def model_meta(model: ViT, **changes) -> dict:
 
 
 def save(
-    path,
+    path: str | Path,
     model: ViT | LoadedViT,
     train_config: dict | None = None,
     metrics: dict | None = None,
@@ -98,7 +98,7 @@ def _marker(path) -> Path:
     return wpath.with_name(f".{wpath.stem}.commit")
 
 
-def recover_set(path):
+def recover_set(path: str | Path) -> None:
     """Finish or undo an interrupted write of the checkpoint at `path` (see vitviz.models.fileset)."""
     wpath, jpath = paths(path)
     recover(_marker(path), [wpath, jpath, state_path(path)])
@@ -112,7 +112,7 @@ def _write_id(wpath: Path) -> str | None:
         return None  # load_tensors says what is wrong with the file
 
 
-def check_same_write(meta: dict, wpath: Path, what: str = "weights"):
+def check_same_write(meta: dict, wpath: Path, what: str = "weights") -> None:
     """CheckpointError when the JSON and the weights (or resume state) come from different writes."""
     a, b = meta.get("write"), _write_id(wpath)
     if (a or b) and a != b:
@@ -122,7 +122,7 @@ def check_same_write(meta: dict, wpath: Path, what: str = "weights"):
         )
 
 
-def read_meta(path) -> dict:
+def read_meta(path: str | Path) -> dict:
     _, jpath = paths(path)
     if not jpath.exists():
         raise CheckpointError(f"missing {jpath.name}: a checkpoint needs its JSON file beside the weights")
@@ -137,7 +137,7 @@ def read_meta(path) -> dict:
     return validate_meta(meta)
 
 
-def validate_meta(meta) -> dict:
+def validate_meta(meta: object) -> dict:
     if not isinstance(meta, dict):
         raise CheckpointError("the checkpoint JSON must be an object")
     if meta.get("format") != FORMAT:
@@ -207,7 +207,7 @@ def load_tensors(wpath: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{wpath.name} is not a valid safetensors file ({str(e)[:120]})") from None
 
 
-def load(path, device: torch.device | str = "cpu", kind: str = "shipped") -> ViT:
+def load(path: str | Path, device: torch.device | str = "cpu", kind: str = "shipped") -> ViT:
     """Load a checkpoint (its stem, .safetensors or .json path) into an eval-mode ViT."""
     recover_set(path)
     wpath, _ = paths(path)
@@ -217,7 +217,7 @@ def load(path, device: torch.device | str = "cpu", kind: str = "shipped") -> ViT
     return build(meta, tensors, device, kind)
 
 
-def load_pair(weights_file, json_file, device: torch.device | str = "cpu") -> ViT:
+def load_pair(weights_file: str | Path, json_file: str | Path, device: torch.device | str = "cpu") -> ViT:
     """Load from two separately named files (uploads keep their own names)."""
     try:
         text = Path(json_file).read_bytes()
@@ -232,12 +232,12 @@ def load_pair(weights_file, json_file, device: torch.device | str = "cpu") -> Vi
     return build(meta, tensors, device, kind="uploaded")
 
 
-def state_path(path) -> Path:
+def state_path(path: str | Path) -> Path:
     """Where a checkpoint's resume state (optimizer moments and RNG) lives, beside its weights."""
     return paths(path)[0].with_suffix(".state.safetensors")
 
 
-def load_state(path) -> dict[str, torch.Tensor] | None:
+def load_state(path: str | Path) -> dict[str, torch.Tensor] | None:
     """The resume state saved with the checkpoint at `path` (None when there is none); CheckpointError
     when it belongs to another write than the checkpoint's JSON."""
     recover_set(path)
@@ -248,7 +248,7 @@ def load_state(path) -> dict[str, torch.Tensor] | None:
     return load_file(str(spath))
 
 
-def keep_epoch_copy(out, epoch: int, keep: int):
+def keep_epoch_copy(out: str | Path | None, epoch: int, keep: int) -> None:
     """Copy the checkpoint just written to OUT-epochNNN and delete the copies more than `keep` epochs old."""
     wpath, jpath = paths(out)
     stem = wpath.with_suffix("")

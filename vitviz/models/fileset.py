@@ -21,7 +21,7 @@ def _staged(path: Path) -> Path:
     return path.with_name(f".{path.name}.new")
 
 
-def write_set(marker: Path, files: dict[Path, Callable[[Path], None]]):
+def write_set(marker: Path, files: dict[Path, Callable[[Path], None]]) -> None:
     """Write every `files[path](tmp_path)` and then move them all into place as one set."""
     marker.parent.mkdir(parents=True, exist_ok=True)
     recover(marker, list(files))
@@ -41,7 +41,7 @@ def _finish(marker: Path):
     marker.unlink()
 
 
-def recover(marker: Path, paths: list[Path]):
+def recover(marker: Path, paths: list[Path]) -> None:
     """Finish a committed write that was interrupted; drop the files of one that never committed."""
     try:
         if marker.exists():

@@ -96,7 +96,7 @@ class LoadedViT:
         return self.card.std
 
     @property
-    def blocks(self):
+    def blocks(self) -> torch.nn.ModuleList:
         return self.adapter.blocks
 
     @property

@@ -15,6 +15,11 @@ nothing kept on the shared model.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.vit import ViTConfig
+
 from pathlib import Path
 
 import torch
@@ -40,7 +45,7 @@ def is_timm_vit(model: torch.nn.Module) -> bool:
     return isinstance(model, VisionTransformer)
 
 
-def check_supported(model: torch.nn.Module, name: str = "this model"):
+def check_supported(model: torch.nn.Module, name: str = "this model") -> None:
     """TimmError unless `model` is a plain timm ViT whose attention vitviz can read."""
     from timm.layers import Attention
     from timm.models.vision_transformer import Block, VisionTransformer
@@ -64,7 +69,7 @@ def check_supported(model: torch.nn.Module, name: str = "this model"):
         raise TimmError(f"{name} pools its tokens with attention of its own; the families that work are {FAMILIES}.")
 
 
-def read_attention_here(model: torch.nn.Module):
+def read_attention_here(model: torch.nn.Module) -> None:
     """Set timm's non-fused attention on this instance's blocks (once, at load)."""
     for blk in model.blocks:
         blk.attn.fused_attn = False
@@ -146,7 +151,7 @@ def weights_cached(name: str) -> bool:
     return False
 
 
-def create(name: str, pretrained: bool = True, checkpoint: str | Path | None = None):
+def create(name: str, pretrained: bool = True, checkpoint: str | Path | None = None) -> torch.nn.Module:
     """timm.create_model at 224x224, with a sentence for every way it can fail."""
     import timm
 
@@ -189,7 +194,7 @@ def _why_not(name: str, e: Exception) -> str:
     return f"{name} could not be built: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}."
 
 
-def config_of(model: torch.nn.Module):
+def config_of(model: torch.nn.Module) -> ViTConfig:
     """The ViTConfig that describes a timm ViT (num_classes 0: no classifier)."""
     from vitviz.models.vit import ViTConfig
 
@@ -219,7 +224,7 @@ def class_names(model: torch.nn.Module) -> tuple[str, ...]:
 
 def load_timm(
     name: str, pretrained: bool = True, device: str | torch.device = "cpu", weights: str | Path | None = None
-):
+) -> torch.nn.Module:
     """A timm ViT by its name (with its pretrained tag, e.g. deit_small_patch16_224.fb_in1k), in eval mode, its
     attention readable per call, with its card. TimmError with a sentence when it cannot be had or shown."""
     from vitviz.models.card import ModelCard, describe

@@ -100,7 +100,7 @@ def weights_cached() -> bool:
     return os.path.isfile(os.path.join(weights_folder(), "vit_b_16-c867db91.pth"))
 
 
-def load_vit_b_16(pretrained: bool = True, device: torch.device | str = "cpu"):
+def load_vit_b_16(pretrained: bool = True, device: torch.device | str = "cpu") -> nn.Module:
     """torchvision's vit_b_16, ImageNet-1k weights (downloaded once into `weights_folder()`) or random.
 
     The returned model carries its card (vitviz.models.card) like ours.

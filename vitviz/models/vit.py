@@ -16,7 +16,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def intermediates(logits, attns: list, patches, first, tokens: list, with_attention: bool) -> dict:
+def intermediates(
+    logits: torch.Tensor, attns: list, patches: torch.Tensor, first: torch.Tensor, tokens: list, with_attention: bool
+) -> dict:
     """What every family's forward_intermediates returns: 'logits' (B, C), 'attn' [L x (B, H, N, N)] (None
     without attention), 'patches' (B, P, D) the patch embedding, 'input' (B, N, D) what the first block
     receives, 'tokens' [L x (B, N, D)] each block's output, every prefix token included."""
@@ -139,7 +141,7 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
+    def forward(self, x: torch.Tensor, return_attention: bool = False) -> torch.Tensor:
         B, N, D = x.shape
         qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (B, H, N, hd)
@@ -165,7 +167,7 @@ class Mlp(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
         self.drop = Dropout(dropout)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
 
 
@@ -177,7 +179,7 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(cfg.embed_dim)
         self.mlp = Mlp(cfg.embed_dim, int(cfg.embed_dim * cfg.mlp_ratio), cfg.dropout)
 
-    def forward(self, x, return_attention: bool = False):
+    def forward(self, x: torch.Tensor, return_attention: bool = False) -> torch.Tensor:
         y, attn = self.attn(self.norm1(x), return_attention)
         x = x + y
         x = x + self.mlp(self.norm2(x))
@@ -189,7 +191,7 @@ class PatchEmbed(nn.Module):
         super().__init__()
         self.proj = nn.Conv2d(cfg.in_chans, cfg.embed_dim, kernel_size=cfg.patch_size, stride=cfg.patch_size)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(x).flatten(2).transpose(1, 2)  # (B, D, h, w) -> (B, N, D)
 
 
@@ -210,7 +212,7 @@ class ViT(nn.Module):
         self.head = nn.Linear(D, config.num_classes)
         self.reset_parameters()
 
-    def reset_parameters(self):
+    def reset_parameters(self) -> None:
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         nn.init.trunc_normal_(self.cls_token, std=0.02)
         for m in self.modules():
@@ -257,7 +259,7 @@ class ViT(nn.Module):
         """Logits from (B, N, D) tokens: the CLS token through the final norm and the head."""
         return self.head(self.norm(tokens[:, 0]))
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
+    def forward(self, x: torch.Tensor, return_attention: bool = False) -> torch.Tensor:
         out = self.forward_intermediates(x, return_attention)
         if return_attention:
             return out["logits"], torch.stack(out["attn"], dim=1)  # (B, L, H, N, N)

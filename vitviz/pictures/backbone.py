@@ -9,6 +9,11 @@ pictures out (vitviz.explain.features computes them).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.pictures.explanation import Explanation
+
 import numpy as np
 from PIL import Image
 
@@ -19,7 +24,7 @@ from vitviz.pictures.panels import Scale, panel
 KEEP = 0.6  # DINO's share of a head's attention mass
 
 
-def similarity_panel(ex, patch: int | None, size: int, alpha: float) -> np.ndarray:
+def similarity_panel(ex: Explanation, patch: int | None, size: int, alpha: float) -> np.ndarray:
     g = int(round(ex.features.shape[0] ** 0.5))
     at = patch if patch is not None else (g * g) // 2 + g // 2
     sim = F.similarity_to(ex.features, at).view(g, g)
@@ -39,7 +44,7 @@ def similarity_panel(ex, patch: int | None, size: int, alpha: float) -> np.ndarr
     )
 
 
-def backbone_panel(ex, alpha: float) -> np.ndarray:
+def backbone_panel(ex: Explanation, alpha: float) -> np.ndarray:
     g = int(round(ex.features.shape[0] ** 0.5))
     colours, var = F.principal_colours(ex.features)
     masks = F.head_masks(ex.attn[-1], ex.prefix, KEEP)  # (H, P)

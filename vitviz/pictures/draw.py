@@ -20,19 +20,21 @@ BG = (255, 255, 255)
 HIGHLIGHT = (0, 230, 255)
 
 
-def as_array(a) -> np.ndarray:
+def as_array(a: float) -> np.ndarray:
     return a.detach().cpu().float().numpy() if torch.is_tensor(a) else np.asarray(a, dtype=np.float32)
 
 
 @functools.lru_cache(maxsize=32)
-def font(size: int = 12):
+def font(size: int = 12) -> ImageFont.FreeTypeFont:
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1
         return ImageFont.load_default()
 
 
-def colorize(m, cmap: str = "inferno", vmin: float | None = None, vmax: float | None = None) -> np.ndarray:
+def colorize(
+    m: torch.Tensor, cmap: str = "inferno", vmin: float | None = None, vmax: float | None = None
+) -> np.ndarray:
     """A 2-D map -> uint8 RGB through a matplotlib colormap; the range defaults to the map's own."""
     a = as_array(m)
     lo = float(np.nanmin(a)) if vmin is None else vmin
@@ -47,7 +49,7 @@ def colour_table(cmap: str) -> np.ndarray:
     return (matplotlib.colormaps[cmap](np.linspace(0, 1, 256))[:, :3] * 255).astype(np.uint8)
 
 
-def upsample(m, size: int, mode: str = "bilinear") -> np.ndarray:
+def upsample(m: torch.Tensor, size: int, mode: str = "bilinear") -> np.ndarray:
     """(h, w) -> (size, size), nearest (honest patches) or bilinear (smooth)."""
     if mode not in ("nearest", "bilinear"):
         raise ValueError("mode must be nearest or bilinear")
@@ -89,13 +91,13 @@ def _blend(base: np.ndarray, col: np.ndarray, alpha: float) -> np.ndarray:
 
 def overlay(
     pixels: np.ndarray,
-    heat,
+    heat: torch.Tensor | np.ndarray,
     size: int = 256,
     cmap: str = "inferno",
     alpha: float = 0.6,
     mode: str = "bilinear",
-    vmin=None,
-    vmax=None,
+    vmin: float | None = None,
+    vmax: float | None = None,
 ) -> np.ndarray:
     """A (g, g) map drawn over the enlarged image with the given alpha; colours span [vmin, vmax] (default:
     the map's own range)."""
@@ -107,7 +109,7 @@ def overlay(
 
 def overlays(
     pixels: np.ndarray,
-    maps,
+    maps: torch.Tensor,
     size: int,
     cmap: str = "inferno",
     alpha: float = 0.6,
@@ -120,7 +122,11 @@ def overlays(
 
 
 def draw_grid(
-    img: np.ndarray | Image.Image, grid: int, numbers: bool = True, highlight: int | None = None, color=(255, 255, 255)
+    img: np.ndarray | Image.Image,
+    grid: int,
+    numbers: bool = True,
+    highlight: int | None = None,
+    color: tuple[int, int, int] = (255, 255, 255),
 ) -> Image.Image:
     """Patch grid lines over a square picture, each patch numbered (row-major, from 0), one highlighted."""
     im = (img if isinstance(img, Image.Image) else Image.fromarray(np.asarray(img))).convert("RGBA")
@@ -162,11 +168,11 @@ def _grid_layer(S: int, grid: int, numbers: bool, color: tuple) -> Image.Image:
 
 def tile(
     images: list[list[np.ndarray]],
-    row_labels=None,
-    col_labels=None,
+    row_labels: tuple | list = None,
+    col_labels: tuple | list = None,
     pad: int = 3,
     label_size: int = 14,
-    col_colors=None,
+    col_colors: tuple | list = None,
 ) -> np.ndarray:
     """A rows x cols grid of equally sized RGB tiles with optional labels on the left and on top
     (`col_colors`: one RGB colour per top label)."""
@@ -214,7 +220,12 @@ def _tile_frame(rows, cols, h, w, pad, row_labels, col_labels, size, col_colors)
 
 
 def layer_head_grid(
-    pixels: np.ndarray, maps, tile_size: int = 72, cmap: str = "inferno", alpha: float = 0.7, mode: str = "nearest"
+    pixels: np.ndarray,
+    maps: torch.Tensor,
+    tile_size: int = 72,
+    cmap: str = "inferno",
+    alpha: float = 0.7,
+    mode: str = "nearest",
 ) -> np.ndarray:
     """(L, H, g, g) per-head maps, each scaled to [0, 1], over the image: one row per layer, one column per head."""
     m = as_array(maps)
@@ -225,7 +236,11 @@ def layer_head_grid(
 
 
 def lens_grid(
-    probs, row_labels: list[str], col_labels: list[str], cell: tuple[int, int] = (84, 26), cmap: str = "viridis"
+    probs: torch.Tensor,
+    row_labels: list[str],
+    col_labels: list[str],
+    cell: tuple[int, int] = (84, 26),
+    cmap: str = "viridis",
 ) -> np.ndarray:
     """(rows, cols) probabilities in [0, 1] as coloured cells on one 0..1 scale, labelled, each row's largest
     written in its cell (the logit lens: a row a block, a column a class)."""
@@ -256,7 +271,7 @@ def lens_grid(
 
 def layer_strip(
     pixels: np.ndarray,
-    maps,
+    maps: torch.Tensor,
     tile_size: int = 96,
     cmap: str = "inferno",
     alpha: float = 0.6,
@@ -270,7 +285,7 @@ def layer_strip(
 
 
 def pos_similarity_tiles(
-    sim, tile_size: int = 40, pad: int = 2, cmap: str = "viridis", highlight: int | None = None
+    sim: torch.Tensor, tile_size: int = 40, pad: int = 2, cmap: str = "viridis", highlight: int | None = None
 ) -> np.ndarray:
     """(P, P) similarities as the ViT paper's Figure 7 (centre): for each position on the g x g grid,
     a small g x g map of its similarity to every other position, on a shared -1..1 scale."""
@@ -301,7 +316,7 @@ def pos_tile_at(x: float, y: float, grid: int, tile_size: int = 40, pad: int = 2
     return r * grid + c
 
 
-def similarity_map(sim, position: int, size: int = 256, cmap: str = "viridis") -> np.ndarray:
+def similarity_map(sim: torch.Tensor, position: int, size: int = 256, cmap: str = "viridis") -> np.ndarray:
     """One position's similarity to all others, large, with that position outlined."""
     s = as_array(sim)
     g = math.isqrt(s.shape[0])
@@ -309,7 +324,7 @@ def similarity_map(sim, position: int, size: int = 256, cmap: str = "viridis") -
     return np.asarray(draw_grid(img, g, numbers=False, highlight=position, color=(60, 60, 60)))
 
 
-def components_image(comps, tile_size: int = 48, cols: int = 8) -> np.ndarray:
+def components_image(comps: torch.Tensor, tile_size: int = 48, cols: int = 8) -> np.ndarray:
     """(k, C, p, p) components in [0, 1] -> a grid of small pictures (the ViT paper's Figure 7, left)."""
     c = as_array(comps)
     tiles = []

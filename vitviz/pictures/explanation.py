@@ -8,7 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from PIL import Image
+
     from vitviz.models.loaded import LoadedViT
+    from vitviz.models.vit import ViTConfig
 
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,14 +51,14 @@ class Explanation:
         return self.features is None
 
 
-def nearest_one_based(value, count: int, default: int | None = None) -> int:
+def nearest_one_based(value: object, count: int, default: int | None = None) -> int:
     """A 1-based layer, head or block brought into 1..`count` (None: `default`, or else `count`): the one rule
     every view and the app's sentences follow."""
     v = (count if default is None else default) if value is None else int(value)
     return min(max(1, v), count)
 
 
-def original_thumbnail(image, box: int = 200) -> np.ndarray:
+def original_thumbnail(image: Image.Image, box: int = 200) -> np.ndarray:
     """The visitor's image as uploaded, EXIF-rotated, RGB, scaled to fit `box` x `box` (a small one enlarged, its
     pixels kept sharp)."""
     from PIL import Image, ImageOps
@@ -66,12 +69,12 @@ def original_thumbnail(image, box: int = 200) -> np.ndarray:
     return np.asarray(im.resize(size, Image.NEAREST if scale > 1 else Image.BILINEAR))
 
 
-def image_to_pixels(model: LoadedViT, image) -> np.ndarray:
+def image_to_pixels(model: LoadedViT, image: Image.Image) -> np.ndarray:
     card = loaded(model).card
     return to_pixels(image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark)
 
 
-def parse_target(model: LoadedViT, target) -> int | None:
+def parse_target(model: LoadedViT, target: int | None) -> int | None:
     """None for the predicted class; a class index from an index, a name or 'predicted'."""
     classes = loaded(model).card.classes
     if target is None or target == "" or (isinstance(target, str) and target.lower().startswith("predicted")):
@@ -89,7 +92,7 @@ def parse_target(model: LoadedViT, target) -> int | None:
     return t
 
 
-def analyse(model: LoadedViT, pixels: np.ndarray, target=None) -> Explanation:
+def analyse(model: LoadedViT, pixels: np.ndarray, target: int | None = None) -> Explanation:
     """One forward and backward pass: probabilities, attention and gradient rollout for `target`."""
     card, v = loaded(model).card, loaded(model)
     x = pixels_to_tensor(pixels, card.mean, card.std).to(v.device)
@@ -151,7 +154,7 @@ def top_k(model: LoadedViT, probs: torch.Tensor, k: int = 5) -> dict[str, float]
     return {classes[j]: float(v) for v, j in zip(p.tolist(), i.tolist())}
 
 
-def display_size(cfg) -> int:
+def display_size(cfg: ViTConfig) -> int:
     """Side in pixels of the enlarged input: a whole multiple of the input's side, near 256 and at least
     32 pixels a patch."""
     return cfg.image_size * max(1, round(max(256, 32 * cfg.grid_size) / cfg.image_size))
@@ -208,13 +211,13 @@ def summarise_model(model: LoadedViT, images: list[np.ndarray]) -> ModelSummary:
     )
 
 
-def default_position(cfg) -> int:
+def default_position(cfg: ViTConfig) -> int:
     """The position the Model tab highlights first: the one nearest the grid's centre."""
     g = cfg.grid_size
     return (g * g) // 2 + g // 2
 
 
-def position_pictures(summary: ModelSummary, cfg, position: int) -> tuple[np.ndarray, np.ndarray]:
+def position_pictures(summary: ModelSummary, cfg: ViTConfig, position: int) -> tuple[np.ndarray, np.ndarray]:
     """(the similarity tiles with `position` outlined, that position's similarity map large): cheap redraws."""
     g = cfg.grid_size
     scale = Scale("cosine similarity of positional embeddings", -1.0, 1.0, "one scale for all tiles", cmap="viridis")
@@ -230,7 +233,7 @@ def position_pictures(summary: ModelSummary, cfg, position: int) -> tuple[np.nda
     )
 
 
-def pos_click_to_position(x: float, y: float, cfg) -> int:
+def pos_click_to_position(x: float, y: float, cfg: ViTConfig) -> int:
     return R.pos_tile_at(x, y, cfg.grid_size, pos_tile_size(cfg.grid_size))
 
 
@@ -294,7 +297,7 @@ EXPORT_NAMES = {
 }
 
 
-def export_view(view, attn: torch.Tensor, folder: str | Path) -> tuple[Path, Path]:
+def export_view(view: object, attn: torch.Tensor, folder: str | Path) -> tuple[Path, Path]:
     """Write every picture of a view (a pictures.explore.ExploreView) as PNGs in one zip, and the raw attention
     (L, H, N, N) as .npy."""
     import io

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from vitviz.models.loaded import LoadedViT
 
 from dataclasses import dataclass, fields, replace
@@ -98,7 +100,7 @@ class PictureCache:
     def __init__(self):
         self._made: dict[str, tuple] = {}
 
-    def get(self, name: str, ex: Explanation, key: tuple, make):
+    def get(self, name: str, ex: Explanation, key: tuple, make: Callable[[], object]) -> np.ndarray | None:
         """(picture, True if it was drawn now)."""
         hit = self._made.get(name)
         if hit is not None and hit[0] is ex and hit[1] == key:
@@ -107,7 +109,7 @@ class PictureCache:
         self._made[name] = (ex, key, pic)
         return pic, True
 
-    def clear(self):
+    def clear(self) -> None:
         self._made.clear()
 
 
@@ -266,7 +268,7 @@ def locks_in(lens: torch.Tensor) -> int:
     return k
 
 
-def lens_panel(classes, lens: torch.Tensor) -> np.ndarray:
+def lens_panel(classes: tuple[str, ...] | list[str], lens: torch.Tensor) -> np.ndarray:
     """The (L, C) logit lens as a picture: the classes that lead after some block, or end in the top 5."""
     L = lens.shape[0]
     keep = list(dict.fromkeys(lens.argmax(-1).tolist() + lens[-1].topk(min(5, len(classes))).indices.tolist()))[:8]

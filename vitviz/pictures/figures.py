@@ -4,6 +4,11 @@ Each is drawn on its own matplotlib.figure.Figure (never pyplot's global state) 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -18,7 +23,7 @@ def figure_to_array(fig: Figure) -> np.ndarray:
     return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
 
 
-def distance_figure(dist, title: str = "Mean attention distance", uniform: float | None = None) -> Figure:
+def distance_figure(dist: torch.Tensor, title: str = "Mean attention distance", uniform: float | None = None) -> Figure:
     """(L, H) distances in pixels: one dot per head against network depth (the ViT paper's Figure 7, right).
     `uniform`: the distance uniform attention would give, drawn as a reference line."""
     d = as_array(dist)

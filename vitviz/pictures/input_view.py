@@ -3,6 +3,11 @@ click on that picture as a token, and the photo as uploaded with the square the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.models.vit import ViTConfig
+
 import numpy as np
 from PIL import Image, ImageDraw
 
@@ -11,7 +16,7 @@ from vitviz.pictures.explanation import display_size
 from vitviz.pictures.panels import panel
 
 
-def main_size(cfg) -> int:
+def main_size(cfg: ViTConfig) -> int:
     """Side of the first row's maps: the enlarged input, halved until it is at most 320 px."""
     s = display_size(cfg)
     while s > 320 and s % 2 == 0:
@@ -56,7 +61,7 @@ def sees_picture(pixels: np.ndarray, g: int, S: int, patch: int | None) -> np.nd
     return np.asarray(canvas)
 
 
-def click_to_token(x: float, y: float, cfg) -> int:
+def click_to_token(x: float, y: float, cfg: ViTConfig) -> int:
     """The token a click on `sees_picture` at (x, y) picks: a patch index, or -1 for the CLS tile (anything
     right of the grid)."""
     S, g = main_size(cfg), cfg.grid_size

@@ -79,7 +79,14 @@ def _text_block(text: str, width: int, size: int, color: tuple, centre: bool, bg
     return np.asarray(im)
 
 
-def text_block(text: str, width: int, size: int = TEXT_PX, color=INK, centre: bool = True, bg=BG) -> np.ndarray:
+def text_block(
+    text: str,
+    width: int,
+    size: int = TEXT_PX,
+    color: tuple[int, int, int] = INK,
+    centre: bool = True,
+    bg: tuple[int, int, int] = BG,
+) -> np.ndarray:
     """Wrapped text on `bg` (white), `width` wide."""
     return _text_block(text, int(width), int(size), tuple(color), centre, tuple(bg))
 
@@ -157,7 +164,7 @@ def message_panel(size: int, title: str, message: str) -> np.ndarray:
     return panel(box, title)
 
 
-def is_flat(values, tol: float = 1e-12) -> bool:
+def is_flat(values: list[float], tol: float = 1e-12) -> bool:
     """True when a map's values are all (nearly) equal: drawn, it would be one flat colour."""
     a = np.asarray(values, dtype=np.float64)
     return not np.isfinite(a).all() or float(a.max() - a.min()) <= tol * max(1.0, float(np.abs(a).max()))

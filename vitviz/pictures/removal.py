@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from vitviz.models.card import ModelCard
     from vitviz.models.loaded import LoadedViT
+    from vitviz.models.vit import ViTConfig
 
 from dataclasses import dataclass
 
@@ -35,13 +37,13 @@ from vitviz.pictures.panels import Scale, message_panel, panel
 STEPS = 16  # points of a deletion curve past the first
 
 
-def study_passes(cfg) -> int:
+def study_passes(cfg: ViTConfig) -> int:
     """The forward passes `study` runs: occlusion (one a patch, and the whole image) and every curve (STEPS + 1
     each, the random order's too)."""
     return 1 + cfg.num_patches + (len(M.METHODS) + 1) * (STEPS + 1)
 
 
-def study_gflop(cfg) -> float:
+def study_gflop(cfg: ViTConfig) -> float:
     return M.forward_gflop(cfg) * study_passes(cfg)
 
 
@@ -122,7 +124,7 @@ def render_removal(model: LoadedViT, s: Study, hidden: set[int], why_not: str = 
     )
 
 
-def hidden_picture(pixels: np.ndarray, card, hidden: set[int]) -> np.ndarray:
+def hidden_picture(pixels: np.ndarray, card: ModelCard, hidden: set[int]) -> np.ndarray:
     """The input enlarged with its numbered grid, the hidden patches filled with the data set's mean colour
     (what the model gets there), crossed by a diagonal so they read as taken away."""
     cfg = card.config
@@ -167,7 +169,7 @@ def curves_picture(s: Study, cls: str, fraction: float, now: float) -> np.ndarra
     return FG.figure_to_array(fig)
 
 
-def maps_picture(s: Study, cfg) -> np.ndarray:
+def maps_picture(s: Study, cfg: ViTConfig) -> np.ndarray:
     """Every method's map over the image (each its own range), its area under the deletion curve above it."""
     g = cfg.grid_size
     names = [n for n in M.METHODS if n in s.maps]

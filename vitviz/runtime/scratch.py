@@ -31,7 +31,7 @@ def keep_default() -> int:
     return max(1, int(os.environ.get("VITVIZ_KEEP_FOLDERS", "20")))
 
 
-def prune(kind: str, keep: int | None = None, where: str | Path | None = None):
+def prune(kind: str, keep: int | None = None, where: str | Path | None = None) -> None:
     """Delete all but the `keep` newest folders of this kind."""
     keep = keep_default() if keep is None else keep
     with _lock:
@@ -55,18 +55,18 @@ def new_folder(kind: str) -> Path:
     return Path(folder)
 
 
-def hold(folder: str | Path):
+def hold(folder: str | Path) -> None:
     """Keep `folder` from being pruned until `let_go`."""
     with _lock:
         _held.add(str(folder))
 
 
-def let_go(folder: str | Path):
+def let_go(folder: str | Path) -> None:
     with _lock:
         _held.discard(str(folder))
 
 
-def remove_own():
+def remove_own() -> None:
     """Delete every folder this process made (the app's normal exit)."""
     with _lock:
         made = list(_made)
@@ -76,7 +76,7 @@ def remove_own():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def prune_all():
+def prune_all() -> None:
     """At start-up: what earlier runs of the app left is pruned like what this one makes."""
     for kind in KINDS:
         prune(kind)

@@ -63,7 +63,7 @@ def _validation_split(model: ViT, data_arg):
     return data.val
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="vitviz average", description=__doc__.split("\n")[0])
     p.add_argument("checkpoints", nargs="+", help="checkpoint stems or files of one run")
     p.add_argument("--out", required=True, help="stem of the averaged checkpoint")

@@ -14,7 +14,7 @@ from vitviz.models.card import ModelCard
 from vitviz.training.config import ConfigError, TrainConfig
 
 
-def check_batch(cfg: TrainConfig, images: int):
+def check_batch(cfg: TrainConfig, images: int) -> None:
     """ConfigError with a sentence when a batch is larger than the run's training images."""
     n = min(images, cfg.subset) if cfg.subset else images
     if cfg.batch_size > n:
@@ -43,7 +43,7 @@ class Batches:
         self.device = device
         self.perm, self.pos = None, 0
 
-    def start_at(self, step: int):
+    def start_at(self, step: int) -> None:
         self.perm = torch.randperm(self.n, generator=self.gen).to(self.device)
         self.pos = (step % self.per_epoch) * self.size
 

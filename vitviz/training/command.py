@@ -68,7 +68,7 @@ def config_from_args(a: argparse.Namespace) -> TrainConfig:
     return TrainConfig.parse(**kw)
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     a = parser().parse_args(argv)

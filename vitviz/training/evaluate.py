@@ -15,7 +15,7 @@ from vitviz.models.hub import load_model
 from vitviz.training.loop import evaluate, pick_device
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="vitviz evaluate", description="Report a checkpoint's test accuracy.")
     p.add_argument(
         "--checkpoint", default=None, help="checkpoint stem or file; 'cifar10' or 'mnist' for a shipped model"

@@ -4,6 +4,12 @@ sample every few seconds, so that a live run draws its first validation point ea
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitviz.data.datasets import Dataset
+    from vitviz.training.config import TrainConfig
+
 import time
 
 import torch
@@ -45,7 +51,18 @@ def evaluate(
     return loss_sum / n, correct / n
 
 
-def epoch_record(model: ViT, data, precision, cfg, epoch, step, elapsed, train_loss, train_acc, limit: int = 0) -> dict:
+def epoch_record(
+    model: ViT,
+    data: Dataset,
+    precision: Precision,
+    cfg: TrainConfig,
+    epoch: float,
+    step: int,
+    elapsed: float,
+    train_loss: float,
+    train_acc: float,
+    limit: int = 0,
+) -> dict:
     """Validation figures at the end of an epoch (or of the run); `limit` caps the images used."""
     n = min(x for x in (len(data.val), cfg.eval_images or len(data.val), limit or len(data.val)))
     val = Split(data.val.x[:n], data.val.y[:n])

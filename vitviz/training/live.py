@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from vitviz.models.vit import ViT
 
 import copy
@@ -55,7 +57,7 @@ def data_available(name: str) -> bool:
         return False
 
 
-def check_fits(cfg: TrainConfig):
+def check_fits(cfg: TrainConfig) -> None:
     """ConfigError with a sentence, before the run starts, when its batch is larger than its training images."""
     check_batch(cfg, len(get_data(cfg.dataset).train))
 
@@ -136,7 +138,9 @@ def probe_set(data: Dataset, n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def render_snapshot(model: ViT, probes_x: torch.Tensor, probes_y: torch.Tensor, classes: list[str]):
+def render_snapshot(
+    model: ViT, probes_x: torch.Tensor, probes_y: torch.Tensor, classes: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
     """(rollout over the probe images with their predictions, positional-similarity tiles)."""
     r = loaded(model)
     card = r.card
@@ -187,7 +191,7 @@ class Pace:
         """The speed now: the median of the last `window` reports (None until there are that many)."""
         return sorted(self.recent)[self.window // 2] if len(self.recent) == self.window else None
 
-    def add(self, images_per_s: float):
+    def add(self, images_per_s: float) -> None:
         self.recent = (self.recent + [images_per_s])[-self.window :]
         if self._now() is not None:
             self.best = max(self.best, self._now())
@@ -229,8 +233,8 @@ def stream_run(
     snapshot_every_s: float = 8.0,
     out_dir: str | None = None,
     note: str = "",
-    others=None,
-):
+    others: Callable[[], int] | None = None,
+) -> Iterator[Update]:
     """Run training and yield `Update`s: at most one every `every` seconds, plus one per epoch and a final one."""
     try:
         data = get_data(cfg.dataset)
@@ -304,7 +308,7 @@ def stream_run(
             return
 
 
-def step_status(head: str, ev: dict, pace) -> str:
+def step_status(head: str, ev: dict, pace: Pace) -> str:
     return (
         f"{head}  \nstep {ev['step']:,}, epoch {ev['epoch']:.2f}, loss {ev['loss']:.3f}, "
         f"{ev['images_per_s']:.0f} images/s, elapsed {_fmt_time(ev['elapsed'])}, "
@@ -312,7 +316,17 @@ def step_status(head: str, ev: dict, pace) -> str:
     )
 
 
-def finished(kind: str, ev: dict, pictures, history, steps, quick, reached: float, out: Path, kept: dict) -> Update:
+def finished(
+    kind: str,
+    ev: dict,
+    pictures: tuple[np.ndarray, np.ndarray],
+    history: list[dict],
+    steps: list[tuple[float, float]],
+    quick: list[dict],
+    reached: float,
+    out: Path,
+    kept: dict,
+) -> Update:
     """The last update of a run that finished or was stopped: its accuracy, its pictures, its model and files."""
     probes, pos = pictures
     acc = history[-1]["val_acc"] if history else float("nan")
@@ -338,7 +352,7 @@ def finished(kind: str, ev: dict, pictures, history, steps, quick, reached: floa
     )
 
 
-def keep_snapshot(kept: dict, epoch: int, model: ViT, most: int = 6):
+def keep_snapshot(kept: dict, epoch: int, model: ViT, most: int = 6) -> None:
     """Keep a CPU copy of the model at this epoch; past `most`, thin the middle out (first and last stay)."""
     kept[epoch] = copy.deepcopy(model).cpu().eval()
     while len(kept) > most:

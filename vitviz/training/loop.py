@@ -22,6 +22,13 @@ test accuracy in 3 minutes on 2 CPU cores, and 68.7% with a 600 s budget:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from vitviz.data.datasets import Split
+
 import math
 import threading
 import time
@@ -81,7 +88,7 @@ class Progress:
     optimizer: dict | None = None  # the resume state's tensors
 
 
-def resume_from(out, model: ViT) -> Progress:
+def resume_from(out: str | Path | None, model: ViT) -> Progress:
     """The progress a checkpoint at `out` records, its weights loaded into `model`."""
     prev = checkpoint.load(out)
     if prev.card.config != model.config:
@@ -119,7 +126,7 @@ def optimizer_state(opt: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
     return out
 
 
-def load_optimizer_state(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]):
+def load_optimizer_state(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]) -> None:
     sd = opt.state_dict()
     state: dict[int, dict] = {}
     for key, v in tensors.items():
@@ -130,7 +137,15 @@ def load_optimizer_state(opt: torch.optim.Optimizer, tensors: dict[str, torch.Te
     opt.load_state_dict(sd)
 
 
-def train_step(model: ViT, opt, xb, target, lr: float, cfg: TrainConfig, precision: Precision):
+def train_step(
+    model: ViT,
+    opt: torch.optim.Optimizer,
+    xb: torch.Tensor,
+    target: torch.Tensor,
+    lr: float,
+    cfg: TrainConfig,
+    precision: Precision,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimisation step; returns (loss tensor, logits)."""
     for g in opt.param_groups:
         g["lr"] = lr
@@ -144,7 +159,9 @@ def train_step(model: ViT, opt, xb, target, lr: float, cfg: TrainConfig, precisi
     return loss, logits
 
 
-def restore_optimizer(opt, gen: torch.Generator, tensors: dict[str, torch.Tensor], device: torch.device | str):
+def restore_optimizer(
+    opt: torch.optim.Optimizer, gen: torch.Generator, tensors: dict[str, torch.Tensor], device: torch.device | str
+) -> None:
     """The optimizer moments and the batch generator's state of a resumed run."""
     load_optimizer_state(opt, {k: v.to(device) for k, v in tensors.items()})
     if "rng" in tensors:
@@ -158,7 +175,7 @@ class Meter:
         self.loss, self.correct, self.n = 0.0, 0, 0
         self.seen, self.t = 0, time.perf_counter()
 
-    def add(self, loss: float, logits, target, bs: int):
+    def add(self, loss: float, logits: torch.Tensor, target: torch.Tensor, bs: int) -> None:
         self.loss += loss * bs
         self.correct += (logits.argmax(1) == target.argmax(1)).sum().item()  # the majority label when mixed
         self.n += bs
@@ -195,7 +212,9 @@ class Parts:
     warmup_steps: int
 
 
-def setup(cfg: TrainConfig, data: Dataset | None, out, resume: bool, data_path) -> Parts:
+def setup(
+    cfg: TrainConfig, data: Dataset | None, out: str | Path | None, resume: bool, data_path: str | Path | None
+) -> Parts:
     """The run's parts: the data loaded (unless given), the model built or resumed from `out`, on its device."""
     cfg.validate()
     device = pick_device(cfg.device)
@@ -241,19 +260,19 @@ def train(
     resume: bool = False,
     stop: threading.Event | None = None,
     snapshots: bool = False,
-    data_path=None,
+    data_path: str | Path | None = None,
     final_test: bool = False,
-):
+) -> Iterator[dict]:
     """Run training; yields event dicts. Set `stop` to end the run early (it keeps what it learned)."""
     p = setup(cfg, data, out, resume, data_path)
     model, run, batches, precision, data, opt, gen = p.model, p.run, p.batches, p.precision, p.data, p.opt, p.gen
     total_steps, warmup_steps = p.total_steps, p.warmup_steps
     yield start_event(p)
 
-    def progress(elapsed):  # by steps, or by wall time when a budget is set, whichever is further
+    def progress(elapsed: float) -> float:  # by steps, or by wall time when a budget is set, whichever is further
         return max(run.step / total_steps, elapsed / cfg.time_budget if cfg.time_budget > 0 else 0.0)
 
-    def end_epoch(epoch, elapsed, limit=0):
+    def end_epoch(epoch: float, elapsed: float, limit: int = 0) -> Iterator[dict]:
         rec = epoch_record(model, data, precision, cfg, epoch, run.step, elapsed, *meter.take(), limit)
         run.history.append(rec)
         yield {"event": "epoch", **rec}
@@ -307,7 +326,16 @@ def train(
     yield result_event(status, message, run, elapsed, model, out, data.test if final_test else None, precision)
 
 
-def result_event(status, message, run, elapsed, model: ViT, out, test, precision) -> dict:
+def result_event(
+    status: str,
+    message: str,
+    run: Progress,
+    elapsed: float,
+    model: ViT,
+    out: str | Path | None,
+    test: Split | None,
+    precision: Precision,
+) -> dict:
     """The run's last event (`done`, `stopped` or `error`), with the model in eval mode, and its test accuracy
     when a test split is given."""
     model.eval()
@@ -326,7 +354,17 @@ def result_event(status, message, run, elapsed, model: ViT, out, test, precision
     return result
 
 
-def step_event(step, batches, total_steps, cfg, loss, lr, ips, elapsed, progress) -> dict:
+def step_event(
+    step: int,
+    batches: Batches,
+    total_steps: int,
+    cfg: TrainConfig,
+    loss: torch.Tensor,
+    lr: float,
+    ips: float,
+    elapsed: float,
+    progress: Callable[[float], float],
+) -> dict:
     eta = (total_steps - step) / max(1e-9, ips / batches.size)
     if cfg.time_budget > 0:
         eta = min(eta, cfg.time_budget - elapsed)
@@ -343,7 +381,15 @@ def step_event(step, batches, total_steps, cfg, loss, lr, ips, elapsed, progress
     }
 
 
-def save_run(out, model: ViT, opt, gen, cfg: TrainConfig, history: list, rec: dict):
+def save_run(
+    out: str | Path | None,
+    model: ViT,
+    opt: torch.optim.Optimizer,
+    gen: torch.Generator,
+    cfg: TrainConfig,
+    history: list,
+    rec: dict,
+) -> Path | None:
     """Write the checkpoint and its resume state (and the kept epoch copy); None when there is no `out`."""
     if out is None:
         return None

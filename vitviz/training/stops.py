@@ -15,7 +15,7 @@ class FileStop:
     def __init__(self):
         self.path = scratch.new_folder("stop") / "stop"
 
-    def set(self):
+    def set(self) -> None:
         self.path.touch()
 
     def is_set(self) -> bool:
@@ -43,7 +43,7 @@ class Stops:
         ev.set()
         return True
 
-    def clear(self, key: str, ev: threading.Event):
+    def clear(self, key: str, ev: threading.Event) -> None:
         with self._lock:
             if self._events.get(key) is ev:
                 del self._events[key]
