@@ -7,16 +7,12 @@ entries are kept, the least recently used going first.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from vitviz.models.loaded import LoadedViT
-
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
+
+from vitviz.models.loaded import LoadedViT
 
 
 class ModelCache:

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from vitviz.models.loaded import TokenLayout
-
-from typing import TYPE_CHECKING
+from vitviz.models.loaded import TokenLayout
 
 if TYPE_CHECKING:  # the shell imports the tabs
     from vitviz.app.shell import Shell

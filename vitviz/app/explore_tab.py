@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
+from vitviz.app.visitor import Visitor
+
+if TYPE_CHECKING:  # the shell imports the tabs
     from vitviz.app.shell import Shell
-    from vitviz.app.visitor import Visitor  # the shell imports the tabs
 
 import gradio as gr
 import numpy as np
@@ -38,7 +39,7 @@ from vitviz.app.inputs import (
 )
 from vitviz.app.limits import method_refusal
 from vitviz.app.menu import resolve_model
-from vitviz.app.visitor import DEFAULT_EXAMPLE, Visitor, image_key, visitor
+from vitviz.app.visitor import DEFAULT_EXAMPLE, image_key, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.data import gallery
 from vitviz.data.datasets import DATASETS, pixels_to_tensor

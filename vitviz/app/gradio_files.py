@@ -13,14 +13,11 @@ vitviz.runtime.scratch.remove_own, at the process's exit).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import gradio as gr
-
 import os
 import threading
 from pathlib import Path
+
+import gradio as gr
 
 from vitviz.app import limits
 

@@ -12,12 +12,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+from vitviz.app.picfiles import PictureFiles
 
-    from vitviz.app.picfiles import PictureFiles
+if TYPE_CHECKING:  # the shell imports the tabs
     from vitviz.app.shell import Shell
 
 import inspect

@@ -6,11 +6,6 @@ a person understands; none lets a raw Python message through.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from vitviz.models.loaded import TokenLayout
-
 import math
 import os
 
@@ -19,7 +14,7 @@ import numpy as np
 from PIL import Image
 
 from vitviz.data.datasets import open_image
-from vitviz.models.loaded import LoadedViT
+from vitviz.models.loaded import LoadedViT, TokenLayout
 from vitviz.pictures import explanation as views
 
 FUSIONS = ["mean", "max", "min"]

@@ -22,16 +22,12 @@ change it without a restart); the README lists them all.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from vitviz.models.vit import ViTConfig
-
 import os
 from dataclasses import replace
 
 import gradio as gr
 
+from vitviz.models.vit import ViTConfig
 from vitviz.training.config import TrainConfig
 
 DEFAULTS = {

@@ -11,16 +11,12 @@ snapshots) live in their `Visitor` state and nowhere else.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 import os
 import re
 import threading
 import time
 import weakref
+from collections.abc import Callable
 
 import gradio as gr
 import torch

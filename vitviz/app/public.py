@@ -11,16 +11,12 @@ gradio_client shows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from fastapi.responses import JSONResponse
-    from gradio.blocks import BlockFunction
-
 import inspect
 import re
 
 import gradio as gr
+from fastapi.responses import JSONResponse
+from gradio.blocks import BlockFunction
 
 from vitviz.app import gradio_files
 from vitviz.app.visitor import Visitor

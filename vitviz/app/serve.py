@@ -7,13 +7,12 @@ storage when it has one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import gradio as gr
-
 import argparse
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # Gradio is imported only once the environment is set (main)
+    import gradio as gr
 
 
 def prepare_environment() -> None:

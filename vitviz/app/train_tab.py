@@ -8,14 +8,10 @@ itself is vitviz.training.live's stream over the same loop the CLI uses.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from vitviz.models.vit import ViTConfig
-
-from typing import TYPE_CHECKING
+from vitviz.models.vit import ViTConfig
 
 if TYPE_CHECKING:  # the shell imports the tabs
     from vitviz.app.shell import Shell

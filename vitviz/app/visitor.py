@@ -7,19 +7,14 @@ is that tab's `TabState`, kept under one cache key (`image_key`), so that no tab
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from vitviz.models.loaded import LoadedViT
-
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from vitviz.app.picfiles import REPLIES, PictureFiles
+from vitviz.models.loaded import LoadedViT
 from vitviz.pictures.explore import PictureCache
 from vitviz.runtime import memory
 

@@ -25,9 +25,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
-    from vitviz.data.datasets import Split
 
 import math
 import threading
@@ -45,6 +44,7 @@ from vitviz.models.vit import ViT
 from vitviz.runtime.device import Precision, describe_device, pick_device
 from vitviz.training.batches import Batches
 from vitviz.training.config import ConfigError, TrainConfig
+from vitviz.training.events import result_event, snapshot_event, start_event, step_event
 from vitviz.training.heldout import QuickVal, epoch_record, evaluate
 
 __all__ = ["TrainConfig", "ConfigError", "train", "evaluate", "build_model", "pick_device", "describe_device"]
@@ -233,26 +233,6 @@ def setup(
     return Parts(cfg, device, precision, data, model, run, gen, batches, opt, total_steps, warmup)
 
 
-def start_event(p: Parts) -> dict:
-    return {
-        "event": "start",
-        "config": asdict(p.cfg),
-        "model": p.model.config.to_dict(),
-        "params": p.model.num_params(),
-        "device": str(p.device),
-        "device_name": describe_device(p.device),
-        "train_images": p.batches.n,
-        "steps": p.total_steps,
-        "steps_per_epoch": p.batches.per_epoch,
-        "resumed_step": p.run.step,
-        "data": p.data.source,
-    }
-
-
-def snapshot_event(at: str, step: int, epoch: float, model: ViT) -> dict:
-    return {"event": "snapshot", "at": at, "step": step, "epoch": epoch, "model": model}
-
-
 def train(
     cfg: TrainConfig,
     data: Dataset | None = None,
@@ -324,61 +304,6 @@ def train(
         # a stopped run answers fast: it validates on at most 500 images
         yield from end_epoch(run.step / batches.per_epoch, elapsed, 500 if status == "stopped" else 0)
     yield result_event(status, message, run, elapsed, model, out, data.test if final_test else None, precision)
-
-
-def result_event(
-    status: str,
-    message: str,
-    run: Progress,
-    elapsed: float,
-    model: ViT,
-    out: str | Path | None,
-    test: Split | None,
-    precision: Precision,
-) -> dict:
-    """The run's last event (`done`, `stopped` or `error`), with the model in eval mode, and its test accuracy
-    when a test split is given."""
-    model.eval()
-    path = str(checkpoint.paths(out)[0]) if out is not None and run.history else None
-    result = {
-        "event": status,
-        "message": message,
-        "step": run.step,
-        "train_seconds": elapsed,
-        "model": model,
-        "history": run.history,
-        "path": path,
-    }
-    if status != "error" and test is not None and run.step > 0:
-        _, result["test_acc"] = evaluate(model, test, precision.device, precision=precision)
-    return result
-
-
-def step_event(
-    step: int,
-    batches: Batches,
-    total_steps: int,
-    cfg: TrainConfig,
-    loss: torch.Tensor,
-    lr: float,
-    ips: float,
-    elapsed: float,
-    progress: Callable[[float], float],
-) -> dict:
-    eta = (total_steps - step) / max(1e-9, ips / batches.size)
-    if cfg.time_budget > 0:
-        eta = min(eta, cfg.time_budget - elapsed)
-    return {
-        "event": "step",
-        "step": step,
-        "epoch": step / batches.per_epoch,
-        "loss": loss,
-        "lr": lr,
-        "images_per_s": ips,
-        "progress": min(1.0, progress(elapsed)),
-        "elapsed": elapsed,
-        "eta": max(0.0, eta),
-    }
 
 
 def save_run(
