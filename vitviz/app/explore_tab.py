@@ -24,7 +24,7 @@ from vitviz.app.activity import ACTIVITY
 from vitviz.app.choices import (
     GALLERY_LABELS,
 )
-from vitviz.app.handlers import Outputs, pictures_reply, same_parameters_as, warning
+from vitviz.app.handlers import Outputs, endpoint, pictures_reply, same_parameters_as, warning
 from vitviz.app.inputs import (
     FUSIONS,
     PREDICTED,
@@ -322,17 +322,11 @@ def wire(c: dict, shell: Shell) -> dict:
         api_visibility="private",
         outputs=PAGE.components({**c, "state": shell.state}),
     )
-    c["api_explain"].click(
-        explain,
-        inputs,
-        API.components(c),
-        preprocess=False,
-        concurrency_limit=4,
-        api_name="explain",
-        api_description="Attention pictures for an image: rollout, a class map (gradient "
-        "rollout, LeGrad or occlusion), one layer and head, every layer x head, "
-        "the logit lens and token norms, from the CLS token or a chosen patch.",
+    about = (
+        "Attention pictures for an image: rollout, a class map (gradient rollout, LeGrad or occlusion), one layer "
+        "and head, every layer x head, the logit lens and token norms, from the CLS token or a chosen token."
     )
+    endpoint(c["api_explain"], explain, inputs, API.components(c), "explain", about)
     for k in ("fusion", "target", "layer", "head", "patch", "smooth", "shared", "method"):
         c[k].change(**page, trigger_mode="always_last")
     for k in ("discard", "alpha"):
@@ -346,14 +340,8 @@ def wire(c: dict, shell: Shell) -> dict:
         api_name="predict",
         api_description="Top-5 class probabilities for an image.",
     )
-    c["api_export"].click(
-        export,
-        inputs,
-        [c["export_files"], shell.state],
-        preprocess=False,
-        api_name="export",
-        api_description="The Explore view's pictures as PNGs in a zip, and the raw attention as .npy.",
-    )
+    about = "The Explore view's pictures as PNGs in a zip, and the raw attention as .npy."
+    endpoint(c["api_export"], export, inputs, [c["export_files"], shell.state], "export", about)
     c["export"].click(
         export_page,
         inputs,

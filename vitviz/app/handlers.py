@@ -72,6 +72,12 @@ def same_parameters_as(api: Callable) -> Callable[[Callable], Callable]:
     return give
 
 
+def endpoint(button: gr.Button, fn: Callable, inputs: list, outputs: list, name: str, about: str) -> None:
+    """A public API endpoint `/name` on a hidden button: the raw payloads go to `fn` (vitviz.app.inputs reads
+    them with its sentences), at most 4 at once."""
+    button.click(fn, inputs, outputs, preprocess=False, concurrency_limit=4, api_name=name, api_description=about)
+
+
 def warning(e: gr.Error) -> str:
     return f"⚠️ {e.message}"
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the shell imports the tabs
 import gradio as gr
 
 from vitviz.app.activity import ACTIVITY
-from vitviz.app.handlers import Outputs, follow_image, follower, token_at, warning
+from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, token_at, warning
 from vitviz.app.inputs import ImagePayload, choice, pixels_for, whole
 from vitviz.app.limits import map_cost_note
 from vitviz.app.menu import resolve_model
@@ -184,13 +184,7 @@ def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
         preprocess=False,
         api_visibility="private",
     )
-    c["api"].click(
-        removal_api,
-        inputs,
-        API.components(c),
-        preprocess=False,
-        api_name="take_away",
-        concurrency_limit=4,
-        api_description="The image with the top k patches of a map hidden, the "
-        "prediction without them, and every map's deletion curve.",
+    about = (
+        "The image with the top k patches of a map hidden, the prediction without them, and every map's deletion curve."
     )
+    endpoint(c["api"], removal_api, inputs, API.components(c), "take_away", about)

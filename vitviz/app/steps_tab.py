@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # the shell imports the tabs
 import gradio as gr
 
 from vitviz.app.activity import ACTIVITY
-from vitviz.app.handlers import Outputs, follow_image, follower, pictures_reply, token_at, warning
+from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, pictures_reply, token_at, warning
 from vitviz.app.inputs import ImagePayload, layer_index, patch_index, pixels_for
 from vitviz.app.menu import resolve_model
 from vitviz.app.visitor import Visitor, image_key, visitor
@@ -118,16 +118,10 @@ def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)
     page = follow_image(tab, image, shell, redraw, open_tab, follow, (block_range, c["which_block"]))
-    c["api"].click(
-        steps_api,
-        inputs,
-        API.components(c),
-        preprocess=False,
-        api_name="steps",
-        concurrency_limit=4,
-        api_description="One image through the ViT stage by stage: a picture and "
-        "a sentence per stage, for a chosen block and token.",
+    about = (
+        "One image through the ViT stage by stage: a picture and a sentence per stage, for a chosen block and token."
     )
+    endpoint(c["api"], steps_api, inputs, API.components(c), "steps", about)
     c["which_block"].change(**page)
     c["token"].change(**page)
     c["input"].select(token_at, [shell.model_dd, shell.state], c["token"], api_visibility="private")
