@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageOps
 
-from vitviz.models.card import card_of
+from vitviz.models.loaded import loaded
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -377,6 +377,6 @@ def pixels_to_tensor(pixels: np.ndarray, mean: tuple[float, ...], std: tuple[flo
 
 def preprocess(image: Image.Image, model: LoadedViT | torch.nn.Module) -> torch.Tensor:
     """A PIL image (any mode, any size) -> the (1, C, H, W) float tensor `model` expects."""
-    card = card_of(model)
+    card = loaded(model).card
     pixels = to_pixels(image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark)
     return pixels_to_tensor(pixels, card.mean, card.std)

@@ -24,7 +24,7 @@ import copy
 
 import torch
 
-from vitviz.models.card import card_of, describe
+from vitviz.models.card import describe
 from vitviz.models.loaded import eval_mode, loaded
 
 KINDS = {"head": "head randomised", "all": "every weight randomised"}  # the app's randomised models
@@ -66,7 +66,7 @@ def randomised(model: LoadedViT, kind: str, seed: int = 0) -> LoadedViT:
     """A copy of `model` with its head ("head") or every weight ("all") randomised, its card saying so."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {sorted(KINDS)}")
-    card = card_of(model)
+    card = loaded(model).card
     stop = "head" if kind == "head" else "+ embeddings (everything)"
     for label, m in cascade(model, seed):
         if label == stop:
