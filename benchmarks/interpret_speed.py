@@ -66,20 +66,16 @@ def explore_update(model, pixels):
 def timm_figures(img, repeats: int):
     from vitviz.pictures import explanation as views
 
-    deit = vitviz.load_model("timm/deit_small_patch16_224.fb_in1k", pretrained=False)
-    pixels = views.image_to_pixels(deit, img)
-    t = time_it(lambda: explore_update(deit, pixels), repeats)
-    print(
-        f"DeiT-S/16 (timm) 224x224 Explore update (analysis + every picture) median {t:.2f} s; target 1.5 s "
-        f"= {t / 1.5:.2f}x"
-    )
-    reg = vitviz.load_model("timm/vit_small_patch14_reg4_dinov2.lvd142m", pretrained=False)
-    pixels = views.image_to_pixels(reg, img)
-    t = time_it(lambda: explore_update(reg, pixels), repeats)
-    print(
-        f"DINOv2-S/14 with 4 registers (timm, no classifier) 224x224 Explore update (its features' pictures "
-        f"instead of the class ones) median {t:.2f} s; target 1.5 s = {t / 1.5:.2f}x"
-    )
+    cases = {
+        "timm/deit_small_patch16_224.fb_in1k": "DeiT-S/16 (timm) 224x224 Explore update (analysis + every picture)",
+        "timm/vit_small_patch14_reg4_dinov2.lvd142m": "DINOv2-S/14 with 4 registers (timm, no classifier) 224x224 "
+        "Explore update (its features' pictures instead of the class ones)",
+    }
+    for key, what in cases.items():
+        model = vitviz.load_model(key, pretrained=False)
+        pixels = views.image_to_pixels(model, img)
+        t = time_it(lambda: explore_update(model, pixels), repeats)
+        print(f"{what} median {t:.2f} s; target 1.5 s = {t / 1.5:.2f}x")
 
 
 def main():

@@ -129,7 +129,9 @@ def _method(method) -> str:
 def explain(*args, **kw) -> tuple:
     """/explain: every Explore picture for one image and one set of options (pictures.ExploreView's fields)."""
     view, _, _, v = explore_view(*args, **kw)
-    return API.reply(**pictures_reply(view, pictures.OUTPUT_NAMES, pictures.PICTURE_NAMES, set(OUTPUT_SET), v.files))
+    return API.reply(
+        **pictures_reply(view, pictures.OUTPUT_NAMES, pictures.PICTURE_NAMES, set(pictures.PICTURE_NAMES), v.files)
+    )
 
 
 def explain_page(*args) -> tuple:
@@ -151,7 +153,6 @@ def explain_page(*args) -> tuple:
 
 API = Outputs(*pictures.OUTPUT_NAMES)
 PAGE = Outputs(*pictures.OUTPUT_NAMES, "state", *NOTES)  # the page's update
-OUTPUT_SET = frozenset(pictures.OUTPUT_NAMES)
 
 
 @torch.inference_mode()

@@ -47,9 +47,6 @@ class Outputs:
         """The event's outputs: the component of each name."""
         return [c[n] for n in self.names]
 
-    def __len__(self) -> int:
-        return len(self.names)
-
 
 def pictures_reply(
     view: object, names: tuple[str, ...], pictures: Collection[str], fresh: set[str], files: PictureFiles

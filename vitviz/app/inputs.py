@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 
 import gradio as gr
 import numpy as np
@@ -106,36 +107,47 @@ def choice(value: object, what: str, options: list[str], default: str | None = N
     return value
 
 
-def patch_index(value: object, num_patches: int) -> int | None:
-    """A selected patch: None for none (-1 or empty); a sentence, with this model's range, for one off the grid."""
+def _token_number(value: object, what: str, lo: int, hi: int, refusal: Callable[[int], str]) -> int:
+    """A selected token's number in lo..hi-1 (empty: -1), or a FieldError about "patch" saying `refusal(number)`."""
     try:
-        p = whole(value, "The selected patch", -math.inf, math.inf, default=-1)
+        p = whole(value, what, -math.inf, math.inf, default=-1)
     except gr.Error as e:
         raise about("patch", e) from None
-    if not -1 <= p < num_patches:
-        raise FieldError(
+    if not lo <= p < hi:
+        raise FieldError(refusal(p), "patch")
+    return int(p)
+
+
+def patch_index(value: object, num_patches: int) -> int | None:
+    """A selected patch: None for none (-1 or empty); a sentence, with this model's range, for one off the grid."""
+    p = _token_number(
+        value,
+        "The selected patch",
+        -1,
+        num_patches,
+        lambda p: (
             f"Patch {p} is not on this model's grid: the patch must be between -1 and {num_patches - 1} "
-            f"(patches are numbered 0 to {num_patches - 1}; -1 is the CLS token).",
-            "patch",
-        )
+            f"(patches are numbered 0 to {num_patches - 1}; -1 is the CLS token)."
+        ),
+    )
     return None if p < 0 else p
 
 
 def token_index(value: object, layout: TokenLayout) -> tuple[int | None, int]:
     """The selected token as (patch or None, which prefix token): 0 to P-1 a patch, -1 CLS, -2 to -K the other
     tokens before the patches (distillation, registers) of this model's `layout` (vitviz.models.loaded.TokenLayout)."""
-    try:
-        p = whole(value, "The selected token", -math.inf, math.inf, default=-1)
-    except gr.Error as e:
-        raise about("patch", e) from None
     K, P = layout.num_prefix, layout.num_patches
-    if not -K <= p < P:
-        raise FieldError(
+    p = _token_number(
+        value,
+        "The selected token",
+        -K,
+        P,
+        lambda p: (
             f"Token {p} is not in this model: the selected token must be between {-K} and {P - 1} "
-            f"({token_numbers(layout)}).",
-            "patch",
-        )
-    return (None, int(-1 - p)) if p < 0 else (int(p), 0)
+            f"({token_numbers(layout)})."
+        ),
+    )
+    return (None, -1 - p) if p < 0 else (p, 0)
 
 
 def token_numbers(layout: TokenLayout) -> str:

@@ -44,22 +44,21 @@ def cascade(model: LoadedViT, seed: int = 0) -> Iterator[tuple[str, LoadedViT]]:
     yielded (a record, vitviz.models.loaded) is one copy, randomised further at each stage; `model` itself is never
     changed."""
     a = loaded(copy.deepcopy(loaded(model).module).eval())
-    m = a
-    yield "trained", m
+    yield "trained", a
     if a.head is not None:  # a model without a classifier has no head stage to randomise
         _reinit(a.head, seed)
-        yield "head", m
+        yield "head", a
     L = len(a.blocks)
     for k in range(L - 1, -1, -1):
         _reinit(a.blocks[k], seed + 1 + k)
-        yield f"+ block {k + 1}" if k < L - 1 else f"head + block {L}", m
+        yield f"+ block {k + 1}" if k < L - 1 else f"head + block {L}", a
     _reinit(a.adapter.patch_embed.proj, seed + L + 1)
     _reinit(a.norm, seed + L + 3)  # the final norm too: nothing trained is left
     g = torch.Generator().manual_seed(seed + L + 2)
     with torch.no_grad():  # (never around a yield: the caller would run without gradients)
         for p in a.embeddings():
             p.copy_(torch.randn(p.shape, generator=g) * 0.02)
-    yield "+ embeddings (everything)", m
+    yield "+ embeddings (everything)", a
 
 
 def randomised(model: LoadedViT, kind: str, seed: int = 0) -> LoadedViT:

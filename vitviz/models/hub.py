@@ -1,4 +1,5 @@
-"""Where models come from: the shipped checkpoints, torchvision's ViT-B/16, or a checkpoint path."""
+"""Where models come from: the shipped checkpoints, torchvision's ViT-B/16, timm's ViTs, or a checkpoint path;
+`load_model` gives each as its record (vitviz.models.loaded)."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ distillation token or registers), and the patch grid. Its `forward_intermediates
 block's tokens and per-head attention from that call alone; `classify` reads logits off any
 block's tokens; `eval_mode` runs a block in eval mode without writing to a model already in it.
 
-The record is built per call (an adapter holds only references), so nothing is kept on the
-module. Each family's particulars live in its adapter: vitviz.models.vit (ours), vitviz.models.tv_vit,
-vitviz.models.timm_vit.
+`load_model` builds the record once; `loaded(module)` builds one for a module passed in (an
+adapter holds only references), so nothing is kept on the module. Each family's particulars live in
+its adapter: vitviz.models.vit (ours), vitviz.models.tv_vit, vitviz.models.timm_vit.
 """
 
 from __future__ import annotations

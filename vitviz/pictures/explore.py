@@ -25,7 +25,7 @@ from PIL import Image, ImageDraw
 
 from vitviz.explain import interpret as I
 from vitviz.explain.methods import DEFAULT_CLASS_MAP, METHODS
-from vitviz.models.loaded import loaded
+from vitviz.models.loaded import TokenLayout, loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures.backbone import backbone_panel, similarity_panel
 from vitviz.pictures.explanation import Explanation, class_map, nearest_one_based, top_k
@@ -117,10 +117,15 @@ def token_name(patch: int | None) -> str:
     return "CLS" if patch is None else f"patch {patch}"
 
 
+def selected_row(layout: TokenLayout, o: Options) -> int:
+    """The selected token's place in the sequence (its row of attention): a prefix token, or K + the patch."""
+    return o.prefix if o.patch is None else layout.num_prefix + o.patch
+
+
 def selected_name(model: LoadedViT, o: Options) -> str:
     """The selected token's name in this model: "patch 17", "CLS", "register 2"."""
     layout = loaded(model).layout
-    return layout.name(min(o.prefix, layout.num_prefix - 1) if o.patch is None else layout.num_prefix + o.patch)
+    return layout.name(selected_row(layout, o))
 
 
 def signed_scale(m: torch.Tensor, what: str, sides: str) -> Scale:
@@ -151,8 +156,9 @@ class _Drawer:
         self.L, self.H = ex.attn.shape[:2]
         self.mode = "bilinear" if o.smooth else "nearest"
         self.K = ex.prefix  # CLS, then distillation or register tokens
-        self.row = o.prefix if o.patch is None else self.K + o.patch  # the selected token's row of attention
-        self.who = selected_name(model, o)
+        layout = loaded(model).layout
+        self.row = selected_row(layout, o)  # the selected token's row of attention
+        self.who = layout.name(self.row)
         self._roll = None
         self.model = model
         # what _token_row does to a selected patch's own weight, said on every picture drawn from it
