@@ -147,3 +147,15 @@ def chromium(playwright):
     return playwright.chromium.launch(
         executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=CHROMIUM_FLAGS
     )
+
+
+class Evt:
+    """A stand-in for gr.SelectData: what was clicked (an index, or the (x, y) of a click on a picture)."""
+
+    def __init__(self, index):
+        self.index = index
+
+
+def skipped(value) -> bool:
+    """Whether a handler's output is gr.skip(): the page keeps what it shows."""
+    return isinstance(value, dict) and value.get("__type__") == "update" and len(value) == 1

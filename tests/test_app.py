@@ -9,10 +9,10 @@ import gradio as gr
 import numpy as np
 import pytest
 import torch
-from helpers import EXAMPLE, FakeRequest, free_port
+from helpers import EXAMPLE, FakeRequest, free_port, skipped
 from PIL import Image
 
-from vitviz.app import build_demo, choices, handlers, launch, model_tab, train_tab
+from vitviz.app import build_demo, choices, handlers, launch, model_tab, switch, train_tab
 from vitviz.app import compare_tab as compare
 from vitviz.app import explore_tab as explore
 from vitviz.app import menu as models
@@ -148,9 +148,9 @@ def test_page_update_sends_only_what_changed_and_says_errors_beside_their_contro
     state = Visitor()
     names = pictures.OUTPUT_NAMES
     out = explore.explain_page(args()[0], "cifar10", *args()[1:], state)
-    assert all(out[names.index(n)] is not None and not _skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
+    assert all(out[names.index(n)] is not None and not skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
     out = explore.explain_page(args()[0], "cifar10", *args(layer=3)[1:], state)
-    sent = {n for n in pictures.PICTURE_NAMES if not _skipped(out[names.index(n)])}
+    sent = {n for n in pictures.PICTURE_NAMES if not skipped(out[names.index(n)])}
     assert sent == {"head_large"}  # a new layer redraws the layer-and-head view alone
     notes = dict(zip(explore.NOTES, out[len(names) + 1 :]))
     assert not any(notes.values())
@@ -159,15 +159,11 @@ def test_page_update_sends_only_what_changed_and_says_errors_beside_their_contro
     assert (
         "Token 99 is not in this model" in notes["patch_note"] and not notes["image_note"] and not notes["target_note"]
     )
-    assert all(_skipped(o) for o in out[: len(names)])  # the pictures stay as they were
+    assert all(skipped(o) for o in out[: len(names)])  # the pictures stay as they were
     out = explore.explain_page(args()[0], "cifar10", *args(target="giraffe")[1:], state)
     assert "giraffe" in dict(zip(explore.NOTES, out[len(names) + 1 :]))["target_note"]
     out = explore.explain_page(args()[0], "cifar10", *args()[1:], state)  # after an error: everything again
-    assert not any(_skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
-
-
-def _skipped(value) -> bool:
-    return isinstance(value, dict) and value.get("__type__") == "update" and len(value) == 1
+    assert not any(skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
 
 
 def test_predict_handler_matches_explain():
@@ -204,16 +200,29 @@ def test_mnist_model_and_its_classes():
     v = view(gallery.items("mnist")[0][0], model_key="mnist", target="3")
     assert set(v.top5) <= set("0123456789")
     state = Visitor()  # showing a CIFAR-10 example
-    updates = choices.controls_for("mnist", state)
+    updates = switch.controls_for("mnist", state)
     assert updates[0] == "mnist" and updates[1]["choices"][1:] == list("0123456789")
     # the CIFAR-10 image gives way to the MNIST digit in the same place of the gallery, which selects it
     assert updates[7] == gallery.items("mnist")[DEFAULT_EXAMPLE][0]
     assert updates[4]["selected_index"] == DEFAULT_EXAMPLE and not updates[9]
-    assert _skipped(choices.controls_for("mnist", state)[7])  # already an MNIST digit: kept
+    assert skipped(switch.controls_for("mnist", state)[7])  # already an MNIST digit: kept
     # a model that cannot be had falls back to the shipped CIFAR-10 model, said beside the menu, with a CIFAR image
-    back = choices.controls_for("session", state)
+    back = switch.controls_for("session", state)
     assert back[0] == "cifar10" and "No model trained" in back[9] and "instead" in back[9]
     assert back[7] == gallery.items("cifar10")[DEFAULT_EXAMPLE][0]
+
+
+def test_a_model_change_keeps_the_choices_the_new_model_has():
+    state = Visitor()
+    out = switch.controls_for("cifar10", state, "cat", 3, 2, 27)
+    assert out[1]["value"] == "cat" and out[2]["value"] == 3 and out[3]["value"] == 2 and out[5]["value"] == 27
+    out = switch.controls_for("mnist", state, "cat", 6, 8, 27)  # the last layer stays the last; heads clamped
+    assert out[1]["value"] == "predicted class" and "no class 'cat'" in out[9]
+    assert out[2]["value"] == models.resolve_model("mnist").card.config.depth and out[3]["value"] <= out[3]["maximum"]
+    assert out[5]["value"] == 27  # patch 27 is on MNIST's grid too
+    cfg = models.resolve_model("mnist").card.config
+    out = switch.controls_for("mnist", state, "3", 1, 1, cfg.num_patches + 5)  # off this grid: CLS
+    assert out[1]["value"] == "3" and out[2]["value"] == 1 and out[5]["value"] == -1
 
 
 def test_a_model_change_keeps_an_uploaded_image_that_suits_it(tmp_path):
@@ -222,12 +231,18 @@ def test_a_model_change_keeps_an_uploaded_image_that_suits_it(tmp_path):
     Image.new("RGB", (40, 40), (200, 30, 30)).save(path)
     image, patch, gal, state, note = choices.upload_image(path, "cifar10", state)
     assert image == path and gal["selected_index"] is None and state.crossing.example is None and not note
-    assert _skipped(choices.controls_for("cifar10", state)[7])  # it suits the model: kept
-    assert choices.controls_for("mnist", state)[7] == gallery.items("mnist")[DEFAULT_EXAMPLE][0]
+    assert skipped(switch.controls_for("cifar10", state)[7])  # it suits the model: kept
+    to_mnist = switch.controls_for("mnist", state)
+    assert to_mnist[7] == gallery.items("mnist")[DEFAULT_EXAMPLE][0]  # a digit in its place, said beside the menu
+    assert f"MNIST example {DEFAULT_EXAMPLE + 1} in its place" in to_mnist[9] and "comes back" in to_mnist[9]
+    assert to_mnist[4]["selected_index"] == DEFAULT_EXAMPLE  # the stand-in is the example shown: highlighted
+    back = switch.controls_for("cifar10", state)
+    assert back[7] == path and "back" in back[9] and back[4]["selected_index"] is None  # the visitor's own image
+    assert skipped(switch.controls_for("cifar10", state)[7])
     bad = str(tmp_path / "bad.png")
     open(bad, "wb").write(b"not a picture")
     out = choices.upload_image(bad, "mnist", state)
-    assert _skipped(out[0]) and "could not be used" in out[4]
+    assert skipped(out[0]) and "could not be used" in out[4]
 
 
 def test_upload_checkpoint(tmp_path, tiny_model):
@@ -243,9 +258,9 @@ def test_upload_checkpoint(tmp_path, tiny_model):
     msg, _, menu = models.upload_checkpoint(
         [str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")], Visitor()
     )
-    assert "could not be loaded" in msg and _skipped(menu)
+    assert "could not be loaded" in msg and skipped(menu)
     msg, _, menu = models.upload_checkpoint([str(tmp_path / "mine.safetensors")], Visitor())
-    assert "two files" in msg and _skipped(menu)
+    assert "two files" in msg and skipped(menu)
 
 
 def test_model_view_and_clicks():
@@ -325,7 +340,7 @@ def test_train_handler_rejects_bad_settings():
 def test_the_train_button_says_a_refusal_in_the_status_and_leaves_the_menus():
     out = next(train_tab.train_page(patch=5, request=FakeRequest("page")))
     assert "does not divide" in out[0] and out[0].startswith("⚠️")
-    assert all(_skipped(o) for o in out[1:6]) and _skipped(out[7]) and _skipped(out[8])  # Compare menus untouched
+    assert all(skipped(o) for o in out[1:6]) and skipped(out[7]) and skipped(out[8])  # Compare menus untouched
 
 
 def test_training_without_data_says_so(monkeypatch, tmp_path):

@@ -9,8 +9,9 @@ import gradio as gr
 import numpy as np
 import pytest
 import torch
+from helpers import Evt
 
-from vitviz.app import choices, model_tab
+from vitviz.app import choices, model_tab, switch
 from vitviz.app import explore_tab as explore
 from vitviz.app import menu as models
 from vitviz.app.visitor import Visitor
@@ -22,11 +23,6 @@ from vitviz.pictures import explore as pictures
 from vitviz.training.config import ConfigError, TrainConfig
 
 EXAMPLE = gallery.items("cifar10")[3][0]
-
-
-class Evt:
-    def __init__(self, index):
-        self.index = index
 
 
 def uploaded(tmp_path, name):
@@ -42,7 +38,7 @@ def test_pick_example_follows_the_model_not_the_menu_key(tmp_path):
     assert v.models["upload"].card.kind == "uploaded" and v.models["upload"].card.dataset == "mnist"
     path, patch, v, note = choices.pick_example("upload", v, Evt(3))
     assert path == gallery.items("mnist")[3][0] and patch == -1 and not note
-    updates = choices.controls_for("upload", v)
+    updates = switch.controls_for("upload", v)
     assert [p for p, _ in updates[4]["value"]] == [p for p, _ in gallery.items("mnist")]
     assert updates[4]["selected_index"] == 3  # the gallery marks the digit shown
     assert choices.pick_example("cifar10", v, Evt(5))[0] == gallery.items("cifar10")[5][0]

@@ -23,18 +23,24 @@ def test_hiding_the_top_k_of_a_map_and_clicking_a_patch():
     rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v)
     s = v.removal.result
     want = set(s.maps["LeGrad"].argsort(descending=True)[:5].tolist())
-    assert v.removal.hidden == want and rv.summary.startswith("**5 of 64 patches hidden.**")
+    assert rv.hidden == want and rv.summary.startswith("**5 of 64 patches hidden.**")
     model = models.resolve_model("cifar10")
     mask = torch.zeros(1, 64, dtype=torch.bool)
     mask[0, sorted(want)] = True
     with torch.no_grad():  # the prediction shown is the model's on the image with those patches at 0
         p = model(methods.hide(model, s.x, mask)).softmax(-1)[0]
     assert max(rv.top5.values()) == pytest.approx(float(p.max()), abs=1e-6)
-    free = min(set(range(64)) - want)
-    rv2, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free, rank=False)
-    assert v.removal.hidden == want | {free} and rv2.summary.startswith("**6 of 64")
-    _, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free, rank=False)
-    assert v.removal.hidden == want  # a second click shows it again
+    free, top = min(set(range(64)) - want), min(want)
+    rv2, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free)
+    assert rv2.hidden == want | {free} and rv2.summary.startswith("**6 of 64") and "1 more you clicked" in rv2.summary
+    rv3, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=top)  # one of the top 5 clicked back
+    assert rv3.hidden == (want - {top}) | {free} and "1 of the top 5 clicked back" in rv3.summary
+    ten = set(s.maps["LeGrad"].argsort(descending=True)[:10].tolist())
+    rv4, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 10, v)  # the slider moves: the clicks stay on top
+    assert rv4.hidden == ten ^ {free, top}
+    _, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free)
+    rv5, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=top)
+    assert rv5.hidden == want  # a second click undoes each
     assert not np.array_equal(rv.picture, rv2.picture)
 
 
@@ -65,7 +71,7 @@ def test_a_model_over_the_budget_gets_cheap_maps_and_a_sentence(monkeypatch):
     v = Visitor()
     rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 3, v)
     s = v.removal.result
-    assert "occlusion" not in s.maps and not s.curves and len(v.removal.hidden) == 3
+    assert "occlusion" not in s.maps and not s.curves and len(rv.hidden) == 3
     with pytest.raises(gr.Error, match="VITVIZ_MAX_MAP_GFLOP"):
         removal_tab.view(EXAMPLE, "cifar10", "occlusion", 3, Visitor())
     out = explore.explain_page(
@@ -132,6 +138,7 @@ def test_the_tab_follows_the_image_only_while_it_is_looked_at():
     closed = removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, v)
     assert closed[0].get("__type__") == "update" and v.removal.result is None  # nothing computed while closed
     opened = removal_tab.open_tab(EXAMPLE, "cifar10", "LeGrad", 3, v)
-    assert isinstance(opened[0], np.ndarray) and v.crossing.looking == "take-away" and len(v.removal.hidden) == 3
+    assert isinstance(opened[0], np.ndarray) and v.crossing.looking == "take-away"
+    assert "3 of 64 patches hidden" in opened[4]
     models.look_at("compare")(v)
     assert removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, v)[0].get("__type__") == "update"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from helpers import EXAMPLE, FakeRequest, free_port
 
-from vitviz.app import build_demo, choices, launch, limits, train_tab
+from vitviz.app import build_demo, launch, limits, switch, train_tab
 from vitviz.app import explore_tab as explore
 from vitviz.app import menu as models
 from vitviz.app.visitor import Visitor
@@ -330,14 +330,14 @@ def test_a_first_vit_b_16_load_shows_progress_and_where_its_weights_go(monkeypat
     monkeypatch.setattr(models, "MODELS", models.SharedModels(loader))
     monkeypatch.setattr(explore.gr, "Info", lambda msg: infos.append(msg))
     monkeypatch.setattr(explore.gr, "Warning", lambda msg: infos.append(msg))
-    out = choices.controls_for("vit_b_16", None, progress=lambda *a, **k: shown.append(k.get("desc", "")))
+    out = switch.controls_for("vit_b_16", None, progress=lambda *a, **k: shown.append(k.get("desc", "")))
     assert shown and "Loading ViT-B/16" in shown[0]
     assert "torchvision's cache" in out[9] and weights_folder() not in out[9]  # where, without a server path
     assert out[0] == "cifar10" and "no internet" in out[9]  # the menu falls back, said beside it
     v = out[8]
-    again = choices.controls_for("cifar10", v, progress=lambda *a, **k: None)  # the menu's own change back
+    again = switch.controls_for("cifar10", v, progress=lambda *a, **k: None)  # the menu's own change back
     assert again[9] == out[9]  # the sentence stays beside the menu ...
-    mnist = choices.controls_for("mnist", v, progress=lambda *a, **k: None)
+    mnist = switch.controls_for("mnist", v, progress=lambda *a, **k: None)
     assert mnist[9] == ""  # ... until the next pick
     assert "knows only 10 classes, at 28x28 px" in mnist[10]["label"]  # what the prediction box can say
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from helpers import Evt, skipped
 from PIL import Image
 
 import vitviz
@@ -115,11 +116,11 @@ def test_the_lens_sentence_says_where_the_prediction_locks_in():
 
 def test_the_steps_handler_and_its_errors():
     out = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 21, Visitor())
-    assert len(out) == len(steps.STEP_NAMES) + 2 and out[-1] == ""
+    assert len(out) == len(steps.STEP_NAMES) + 3 and out[-2] == "" and "patch 21" in out[-1] and "block 3" in out[-1]
     names = steps.STEP_NAMES
     assert "After block 3" in out[names.index("block_text")]
     bad = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 99, Visitor())
-    assert "Patch 99" in bad[-1]
+    assert "Token 99" in bad[-2]
 
 
 def test_the_tab_follows_the_image_only_while_it_is_open():
@@ -144,3 +145,33 @@ def test_the_explore_view_draws_the_same_logit_lens_from_its_own_forward_pass():
     x = vitviz.data.datasets.pixels_to_tensor(pixels, model.card.mean, model.card.std)
     torch.testing.assert_close(ex.lens, I.logit_lens(model, x)[0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(ex.lens[-1], ex.probs, atol=1e-5, rtol=1e-4)
+
+
+def test_a_click_on_any_stage_picks_the_token_under_it():
+    v = Visitor()
+    model = models.resolve_model("cifar10")
+    cfg, K = model.card.config, model.layout.num_prefix
+    view, _, v = steps_tab.step_view({"path": EXAMPLE}, "cifar10", 2, -1, v)
+    for name in steps_tab.CLICKABLE:
+        assert view.spots[name], name
+        picture = getattr(view, name)
+        for spot in view.spots[name]:  # every spot lies inside its picture, and its cells are tokens of the model
+            assert 0 <= spot.x and spot.x + spot.cw * spot.cols <= picture.shape[1] + 1, (name, spot)
+            assert 0 <= spot.y and spot.y + spot.ch * spot.rows <= picture.shape[0] + 1, (name, spot)
+            assert 0 <= spot.first and spot.first + spot.count <= K + cfg.num_patches
+    pick = lambda name, x, y: steps_tab.picker(name)({"path": EXAMPLE}, "cifar10", 2, -1, v, Evt([x, y]))  # noqa
+    s = view.spots["input"][0]  # stage 1's grid: row 2, column 5 is patch 21; the CLS tile is -1
+    assert pick("input", s.x + 5.5 * s.cw, s.y + 2.5 * s.ch) == 21
+    cls = view.spots["input"][1]
+    assert pick("input", cls.x + cls.cw / 2, cls.y + cls.ch / 2) == -1
+    s = view.spots["sequence"][0]  # the sequence: the 20th tile is patch 19
+    assert pick("sequence", s.x + (19 % s.cols + 0.5) * s.cw, s.y + (19 // s.cols + 0.5) * s.ch) == 19
+    rows = view.spots["positions"][0]  # the token matrix: row 0 is CLS, row K + 7 is patch 7
+    assert pick("positions", rows.x + 5, rows.y + 0.5 * rows.ch) == -1
+    assert pick("positions", rows.x + 5, rows.y + (K + 7.5) * rows.ch) == 7
+    for s in view.spots["block"]:  # each head's tile and the norms: row 3, column 1 is patch 25
+        assert pick("block", s.x + 1.5 * s.cw, s.y + 3.5 * s.ch) == 3 * cfg.grid_size + 1
+    assert skipped(pick("block", 0, 0))  # the title: no token
+    # the attention tile really is where the spot says: the selected patch's own overlay differs from its neighbour
+    after, _, v = steps_tab.step_view({"path": EXAMPLE}, "cifar10", 2, 25, v)
+    assert not np.array_equal(after.input, view.input)

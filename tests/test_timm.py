@@ -248,10 +248,10 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     import numpy as np
     from PIL import Image
 
-    from vitviz.app import choices, model_tab, removal_tab, steps_tab
     from vitviz.app import compare_tab as compare
     from vitviz.app import explore_tab as explore
     from vitviz.app import menu as models
+    from vitviz.app import model_tab, removal_tab, steps_tab, switch
     from vitviz.app.visitor import Visitor
     from vitviz.data import gallery
 
@@ -267,7 +267,7 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     sim = np.asarray(Image.open(out[names.index("class_map")]))
     assert sim.shape[0] > 224  # the similarity map with its title and colour bar
     assert "knows" not in models.model_choices()[0][0]
-    controls = choices.controls_for(reg, Visitor(), progress=lambda *a, **k: None)
+    controls = switch.controls_for(reg, Visitor(), progress=lambda *a, **k: None)
     assert "no classifier" in controls[10]["label"] and controls[9] == ""
     steps = steps_tab.steps_api(image, reg, 12, 5)
     assert "no classifier" in steps[steps_tab.steps.STEP_NAMES.index("head_text")]
@@ -284,7 +284,7 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
         explore.explain(image, "no_such_vit_anywhere")
     with pytest.raises(gr.Error, match="not a Vision Transformer"):
         explore.explain(image, "resnet18")
-    page = choices.controls_for("resnet18", Visitor(), progress=lambda *a, **k: None)
+    page = switch.controls_for("resnet18", Visitor(), progress=lambda *a, **k: None)
     assert page[0] == "cifar10" and "not a Vision Transformer" in page[9]  # said beside the menu, which goes back
     assert "ResNet" in page[9] and "Error" not in page[9] and "/" not in page[9].split("(")[0]
 
@@ -307,7 +307,7 @@ def test_a_register_is_a_token_to_select(monkeypatch):
     -1 (CLS) to -K; the row drawn is that token's own, and a number past them gets this model's range."""
     import gradio as gr
 
-    from vitviz.app import choices
+    from vitviz.app import choices, switch
     from vitviz.app import explore_tab as explore
     from vitviz.app import menu as models
     from vitviz.app.inputs import read_image
@@ -337,7 +337,7 @@ def test_a_register_is_a_token_to_select(monkeypatch):
     image = {"path": gallery.items("cifar10")[3][0]}
     out = explore.explain(image, "timm/tiny_reg", patch=-3, layer=2, head=2)
     assert "selected token: **register 2**" in out[-1]
-    number, menu = choices.controls_for("timm/tiny_reg", Visitor(), progress=lambda *a, **k: None)[5:7]
+    number, menu = switch.controls_for("timm/tiny_reg", Visitor(), progress=lambda *a, **k: None)[5:7]
     assert "-2 to -3 registers 1 to 2" in number["label"] and menu["visible"] and menu["choices"][2] == "register 2"
     assert choices.pick_prefix("register 2", "timm/tiny_reg", None) == -3
     assert choices.prefix_shown(-3, "timm/tiny_reg", None)["value"] == "register 2"

@@ -1,9 +1,10 @@
-"""The Compare tab: the same image and options through two models, side by side.
+"""The Compare tab: the Explore image and the same options through two models, side by side.
 
-For example the shipped model against the one trained in the Train tab, or that run
-after its first epoch against its end (a run keeps up to six epoch snapshots). It
-redraws whenever its image, a model or an option changes. A side whose model cannot
-be had says so under its menu; the other side is drawn as usual.
+It opens on two models that fit the image: the chosen model against itself with a random head (the sanity
+check), or a run of the Train tab against the shipped model it learns the task of; a run after its first
+epoch against its end works too (a run keeps up to six epoch snapshots). One *Explain class* control serves
+both sides; each side's pictures name their model. A side whose model cannot be had says so under its menu;
+the other side is drawn as usual.
 """
 
 from __future__ import annotations
@@ -14,68 +15,125 @@ if TYPE_CHECKING:  # the shell imports the tabs
     from vitviz.app.shell import Shell
 
 import gradio as gr
+import numpy as np
 
 from vitviz.app.activity import ACTIVITY
-from vitviz.app.handlers import Outputs, warning
-from vitviz.app.inputs import FUSIONS, ImagePayload, choice, number, pixels_for
+from vitviz.app.handlers import Outputs, follow_image, follower, warning
+from vitviz.app.inputs import FUSIONS, PREDICTED, ImagePayload, choice, number, pixels_for
 from vitviz.app.limits import method_refusal
-from vitviz.app.menu import model_choices, resolve_model
-from vitviz.app.visitor import Visitor
+from vitviz.app.menu import SHARED, model_choices, resolve_model, title_of, typed_key
+from vitviz.app.visitor import Visitor, visitor
 from vitviz.app.widgets import pic
-from vitviz.data import gallery
+from vitviz.data.datasets import DATASETS
 from vitviz.explain.methods import CLASS_MAPS, DEFAULT_CLASS_MAP
 from vitviz.pictures import explanation as views
 from vitviz.pictures import explore as pictures
+from vitviz.pictures.panels import panel
 
+DATASET_CLASSES = DATASETS["cifar10"]["classes"]
 SIDE = ("top5", "rollout", "class_map", "rollout_strip")  # the pictures.ExploreView fields each side shows
 
 
-def one_side(image: ImagePayload, key: str, o: pictures.Options, state: Visitor | None) -> tuple[list, str]:
-    """(the side's outputs, "") or (Nones, the sentence saying why it could not be drawn)."""
+def one_side(
+    image: ImagePayload, key: str, o: pictures.Options, target: str | None, state: Visitor | None
+) -> tuple[list, str]:
+    """(the side's outputs, "" or what it explains instead of `target`) or (Nones, why it could not be drawn)."""
     try:
         model = resolve_model(key, state)
         too_costly = method_refusal(o.method, model.card.config)
         if too_costly:
             raise gr.Error(too_costly)
-        ex = views.analyse(model, pixels_for(model, image))
+        classes = model.card.classes
+        known = target in classes
+        ex = views.analyse(model, pixels_for(model, image), classes.index(target) if known else None)
     except gr.Error as e:
         return [None] * len(SIDE), f"⚠️ {e.message}"
     view, _ = pictures.render_explore(model, ex, o, compact=True)
-    return [getattr(view, name) for name in SIDE], ""
+    name = model.card.title
+    drawn = [getattr(view, n) if n == "top5" else _named(getattr(view, n), name) for n in SIDE]
+    asked = target not in (None, "", PREDICTED) and not known and classes
+    return drawn, (f"The {name} has no class '{target}': it explains its predicted class." if asked else "")
+
+
+def _named(picture: np.ndarray | None, name: str) -> np.ndarray | None:
+    """The picture under a line naming its model (so that a saved picture still says whose it is)."""
+    return None if picture is None else panel(picture, name)
 
 
 def compare(
     image: ImagePayload,
     model_a: str = "cifar10",
-    model_b: str = "mnist",
+    model_b: str = "cifar10/random-head",
     fusion: str = "mean",
     discard: float = 0.0,
     method: str = DEFAULT_CLASS_MAP,
+    target: str | None = PREDICTED,
     state: Visitor | None = None,
 ) -> tuple:
-    """(left top 5, rollout, class map (`method`: gradient rollout, LeGrad or occlusion), rollout by layer, then
-    the same for the right, then the left and right notes: empty, or why that side could not be drawn)."""
+    """(left top 5, rollout, class map (`method`: gradient rollout, LeGrad or occlusion) for `target` (a class
+    name; a side without that class explains its predicted one), rollout by layer, then the same for the
+    right, then the left and right notes: empty, or why that side could not be drawn or what it explains)."""
     o = pictures.Options(
         fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0),
         method=choice(method, "The class map's method", list(CLASS_MAPS), default=DEFAULT_CLASS_MAP),
     )
+    target = target if isinstance(target, str) else None
     with ACTIVITY:
-        (a, note_a), (b, note_b) = one_side(image, model_a, o, state), one_side(image, model_b, o, state)
+        (a, note_a), (b, note_b) = (one_side(image, key, o, target, state) for key in (model_a, model_b))
     sides = {**{f"{n}_a": value for n, value in zip(SIDE, a)}, **{f"{n}_b": value for n, value in zip(SIDE, b)}}
     return API.reply(**sides, note_a=note_a, note_b=note_b)
 
 
 def compare_page(*args) -> tuple:
-    """The page's update: as /compare, and a bad option or image said under the image, the panels kept."""
+    """The page's update: as /compare, each side's top 5 titled with its model's name; a bad option or image
+    said at the top, the panels kept."""
+    *inputs, state = args
+    v = visitor(state)
     try:
-        return (*compare(*args), "")
+        out = dict(zip(API.names, compare(*inputs, v)))
     except gr.Error as e:
-        return PAGE.reply(note=warning(e))
+        return PAGE.reply(note=warning(e), state=v)
+    for side, key in (("a", inputs[1]), ("b", inputs[2])):
+        out[f"top5_{side}"] = gr.update(value=out[f"top5_{side}"], label=f"{_title(key, v)}: top 5")
+    return PAGE.reply(**out, note="", state=v)
+
+
+def _title(key: str, v: Visitor) -> str:
+    try:
+        return resolve_model(key, v).card.title
+    except gr.Error:
+        return title_of(typed_key(key))
 
 
 API = Outputs(*(f"{name}_{side}" for side in ("a", "b") for name in SIDE), "note_a", "note_b")
-PAGE = Outputs(*API.names, "note")  # the page's: a bad option or image said under the image
+PAGE = Outputs(*API.names, "note", "state")  # the page's: a bad option or image said at the top
+open_tab, follow = follower("compare", compare_page, PAGE)
+
+
+def pair_for(model_key: str, state: Visitor | None) -> tuple[str, str]:
+    """The two models Compare opens on for the chosen one: it against its own random-head copy; a run or an
+    upload against the shipped model for its data; a model without a classifier against its fully random copy."""
+    key = typed_key(model_key)
+    try:
+        model = resolve_model(key, state)
+    except gr.Error:
+        return "cifar10", "cifar10/random-head"
+    if key in ("session", "upload") or key.startswith("session@") or "/random-" in key:
+        return key, "mnist" if model.card.gallery == "mnist" else "cifar10"
+    return key, f"{key}/{'random-head' if model.card.classes else 'random-all'}"
+
+
+def pair_choices(model_key: str, state: Visitor | None) -> tuple:
+    """The side menus set to `pair_for`'s two, a randomised copy named in the menu where it is not there yet."""
+    a, b = pair_for(model_key, state)
+    extra = [] if b in SHARED or not b.startswith(a) else [(_copy_name(a, b, state), b)]
+    return tuple(gr.update(choices=model_choices() + extra, value=key) for key in (a, b))
+
+
+def _copy_name(a: str, b: str, state: Visitor | None) -> str:
+    how = "head randomised" if b.endswith("random-head") else "every weight randomised"
+    return f"{_title(a, visitor(state))}, {how} (sanity check)"
 
 
 # ---------------------------------------------------------------- layout and wiring
@@ -83,34 +141,14 @@ PAGE = Outputs(*API.names, "note")  # the page's: a bad option or image said und
 
 def build() -> dict:
     gr.Markdown(
-        "The same image and options through two models, side by side: for example the shipped "
-        "model against the one you trained in the Train tab, or that run after its first epoch "
-        "against its end (a run keeps up to six epoch snapshots). It redraws when anything here changes."
+        "The Explore image and the same options through two models, side by side. It opens on the chosen "
+        "model against itself with a random head (the sanity check: a map that does not change does not read "
+        "the classifier); after a run in the Train tab, that run against the shipped model, or after its first "
+        "epoch against its end (a run keeps up to six epoch snapshots)."
     )
-    examples = gallery.items("cifar10")
     c = {}
     with gr.Row(equal_height=False):
-        with gr.Column(scale=0, min_width=260):
-            c["image"] = gr.Image(
-                type="filepath",
-                image_mode=None,
-                sources=["upload", "clipboard"],
-                label="Image",
-                height=260,
-                value=examples[3][0] if examples else None,
-                elem_id="compare-image",
-                elem_classes=["vv-input"],
-            )
-            c["note"] = gr.Markdown(elem_classes=["vv-note"])
-        with gr.Column(scale=1, min_width=300):
-            c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Rollout: heads combined by")
-            c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard the weakest fraction")
-            c["method"] = gr.Radio(
-                list(CLASS_MAPS), value=DEFAULT_CLASS_MAP, label="Class map: method", elem_id="compare-method"
-            )
-            c["go"] = gr.Button(visible=False)  # /compare for API callers; the page redraws on every change
-    with gr.Row(equal_height=False):
-        for side, name, key in (("a", "Left", "cifar10"), ("b", "Right", "mnist")):
+        for side, name, key in (("a", "Left", "cifar10"), ("b", "Right", "cifar10/random-head")):
             with gr.Column(min_width=300):
                 c[side] = gr.Dropdown(
                     model_choices(),
@@ -120,12 +158,28 @@ def build() -> dict:
                     elem_id=f"compare-{side}",
                 )
                 c[f"note_{side}"] = gr.Markdown(elem_classes=["vv-note"], elem_id=f"compare-note-{side}")
-    for kind, label in (("top5", "top 5"), ("rollout", None), ("class_map", None), ("rollout_strip", None)):
+    with gr.Row(equal_height=False):
+        c["target"] = gr.Dropdown(
+            [PREDICTED] + list(DATASET_CLASSES),
+            value=PREDICTED,
+            label="Explain class (both sides)",
+            allow_custom_value=True,
+            elem_id="compare-target",
+            min_width=200,
+        )
+        c["method"] = gr.Radio(
+            list(CLASS_MAPS), value=DEFAULT_CLASS_MAP, label="Class map: method", elem_id="compare-method"
+        )
+        c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Rollout: heads combined by", elem_id="compare-fusion")
+        c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Rollout: discard the weakest fraction")
+    c["note"] = gr.Markdown(elem_classes=["vv-note"])
+    c["go"] = gr.Button(visible=False)  # /compare for API callers; the page redraws on every change
+    for kind in SIDE:
         with gr.Row(equal_height=False):  # a row each, left and right: on a phone they alternate
             for side, name in (("a", "Left"), ("b", "Right")):
                 if kind == "top5":
                     c[f"top5_{side}"] = gr.Label(
-                        num_top_classes=5, label=f"{name}: {label}", show_heading=False, min_width=300
+                        num_top_classes=5, label=f"{name}: top 5", show_heading=False, min_width=300
                     )
                 else:
                     c[f"{kind}_{side}"] = pic(
@@ -137,26 +191,34 @@ def build() -> dict:
     return c
 
 
-def wire(c: dict, shell: Shell) -> dict:
-    inputs = [c["image"], c["a"], c["b"], c["fusion"], c["discard"], c["method"], shell.state]
-    outputs = API.components(c)
+def class_choices(model_a: str, model_b: str, state: Visitor | None) -> dict:
+    """The class menu for both sides: the left model's classes, then the right's that the left lacks."""
+    names: list[str] = []
+    for key in (model_a, model_b):
+        try:
+            names += [n for n in resolve_model(key, state).card.classes if n not in names]
+        except gr.Error:
+            continue
+    return gr.update(choices=[PREDICTED] + names)
+
+
+def wire(c: dict, shell: Shell, image: gr.Image, tab: gr.Tab) -> None:
+    """Compare's events: drawn from the Explore image (`image`) while looked at; the two menus set to a pair
+    that fits a new model; the class and options shared with Explore (the shell mirrors them)."""
+    inputs = [image, c["a"], c["b"], c["fusion"], c["discard"], c["method"], c["target"], shell.state]
     c["go"].click(
         compare,
         inputs,
-        outputs,
+        API.components(c),
         preprocess=False,
         api_name="compare",
         api_description="Two models on the same image and options.",
     )
-    page = dict(
-        fn=compare_page,
-        inputs=inputs,
-        outputs=PAGE.components(c),
-        preprocess=False,
-        api_visibility="private",
-        trigger_mode="always_last",
-    )
-    for k in ("image", "a", "b", "fusion", "method"):
-        c[k].change(**page)
-    c["discard"].release(**page)
-    return page
+    redraw = dict(fn=compare_page, inputs=inputs, outputs=PAGE.components({**c, "state": shell.state}))
+    fit = dict(fn=pair_choices, inputs=[shell.model_dd, shell.state], outputs=[c["a"], c["b"]])
+    page = follow_image(tab, image, shell, redraw, open_tab, follow, fit)
+    for k in ("a", "b"):
+        c[k].change(class_choices, [c["a"], c["b"], shell.state], c["target"], api_visibility="private")
+    for k in ("a", "b", "fusion", "method", "target"):
+        c[k].change(**{**page, "fn": follow})
+    c["discard"].release(**{**page, "fn": follow})

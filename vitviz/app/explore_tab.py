@@ -21,9 +21,6 @@ import numpy as np
 import torch
 
 from vitviz.app.activity import ACTIVITY
-from vitviz.app.choices import (
-    GALLERY_LABELS,
-)
 from vitviz.app.handlers import Outputs, endpoint, pictures_reply, same_parameters_as, warning
 from vitviz.app.inputs import (
     FUSIONS,
@@ -39,6 +36,7 @@ from vitviz.app.inputs import (
 )
 from vitviz.app.limits import method_refusal
 from vitviz.app.menu import resolve_model
+from vitviz.app.switch import GALLERY_LABELS
 from vitviz.app.visitor import DEFAULT_EXAMPLE, image_key, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.data import gallery

@@ -8,6 +8,7 @@
 - `warning`: an error as the sentence the page shows beside its control.
 - `token_at`: a click on a picture of the input as the token under it (a patch, or -1 for CLS).
 - `follower`: the open and follow handlers of a tab drawn from the Explore image.
+- `mirror`: one choice shown by two controls, kept equal.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import inspect
 import gradio as gr
 import numpy as np
 
-from vitviz.app.inputs import ImagePayload
 from vitviz.app.menu import resolve_model
 from vitviz.app.visitor import Visitor, visitor
 from vitviz.pictures.input_view import click_to_token
@@ -89,23 +89,32 @@ def token_at(model_key: str, state: Visitor | None, evt: gr.SelectData) -> int |
 
 
 def follower(tab: str, redraw: Callable, outputs: Outputs) -> tuple[Callable, Callable]:
-    """(open_tab, follow) for a tab drawn from the Explore image by `redraw(image, model, a, b, visitor)`.
+    """(open_tab, follow) for a tab drawn from the Explore image by `redraw(image, model_key, ..., visitor)`.
     Opening the tab draws it (only what changed since it was last drawn is sent) and keeps it up to date;
     `follow`, on a new image or model, redraws it only while it is the tab looked at (otherwise nothing
     now: opening it draws it)."""
 
-    def open_tab(image: ImagePayload, model_key: str, a: object, b: object, state: Visitor | None) -> tuple:
+    def open_tab(*args) -> tuple:
+        *inputs, state = args
         v = visitor(state)
         v.crossing.looking = tab
-        return redraw(image, model_key, a, b, v)
+        return redraw(*inputs, v)
 
-    def follow(image: ImagePayload, model_key: str, a: object, b: object, state: Visitor | None) -> tuple:
+    def follow(*args) -> tuple:
+        *inputs, state = args
         v = visitor(state)
         if v.crossing.looking != tab:
             return outputs.reply(state=v)
-        return redraw(image, model_key, a, b, v)
+        return redraw(*inputs, v)
 
     return open_tab, follow
+
+
+def mirror(a: gr.components.Component, b: gr.components.Component) -> None:
+    """One choice shown by two controls (on two tabs): a change of either sets the other, in the browser (a
+    value set to what it already is fires no change, so the two do not loop)."""
+    a.change(None, a, b, js="(x) => x", queue=False, api_visibility="private")
+    b.change(None, b, a, js="(x) => x", queue=False, api_visibility="private")
 
 
 def follow_image(
@@ -115,16 +124,13 @@ def follow_image(
     redraw: dict,
     open_tab: Callable,
     follow: Callable,
-    ranges: tuple[Callable, gr.components.Component],
+    fit: dict,
 ) -> dict:
     """Wire a tab drawn from the Explore image: drawn when opened, redrawn on a new image or model while looked
-    at. `redraw`: fn, inputs and outputs of its update; `ranges`: (fn, output) that fits its control to a new
-    model before the redraw. Returns the update's event settings, for the tab's own controls."""
+    at. `redraw`: fn, inputs and outputs of its update; `fit`: fn, inputs and outputs of what fits its controls
+    to a new model before the redraw. Returns the update's event settings, for the tab's own controls."""
     page = dict(**redraw, preprocess=False, api_visibility="private", trigger_mode="always_last", concurrency_limit=4)
     tab.select(**{**page, "fn": open_tab})
     image.change(**{**page, "fn": follow})
-    fit, control = ranges
-    shell.model_dd.change(fit, [shell.model_dd, shell.state], control, api_visibility="private").then(
-        **{**page, "fn": follow}
-    )
+    shell.model_dd.change(**fit, api_visibility="private").then(**{**page, "fn": follow})
     return page

@@ -54,10 +54,9 @@ def view(
     k: float = 0,
     state: Visitor | None = None,
     toggle: int | None = None,
-    rank: bool = True,
 ) -> tuple[removal.RemovalView, Visitor]:
-    """(RemovalView, visitor). `rank`: hide the top k of `method` (else keep the visitor's own patches);
-    `toggle`: a patch to hide or show again."""
+    """(RemovalView, visitor): the top k patches of `method` hidden, and the visitor's clicks on top of them
+    (a click hides a patch, or shows one of the top k again); `toggle`: a patch clicked now."""
     with ACTIVITY:
         v = visitor(state)
         model, s, why = _study(image, model_key, v)
@@ -65,11 +64,25 @@ def view(
         method = choice(method, "The ranking", RANKINGS, default="LeGrad")
         if method not in s.maps:
             raise gr.Error(f"{method} is not computed for this model here: {why}")
-        if rank:
-            v.removal.hidden = removal.top_patches(s, method, whole(k, "The number of patches", 0, P, default=0))
+        top = removal.top_patches(s, method, whole(k, "The number of patches", 0, P, default=0))
+        clicks = v.crossing.toggled
         if toggle is not None and 0 <= toggle < P:
-            v.removal.hidden ^= {toggle}
-        return removal.render_removal(model, s, v.removal.hidden, why), v
+            clicks ^= {toggle}
+        clicks &= set(range(P))  # another model's grid: only the patches this one has
+        rv = removal.render_removal(model, s, top ^ clicks, why)
+        rv.summary = f"{rv.summary}\n\n{_how(method, len(top), top, clicks)}"
+        return rv, v
+
+
+def _how(method: str, k: int, top: set[int], clicks: set[int]) -> str:
+    """Which patches are hidden, in words: the slider's and the clicks' share."""
+    more, back = len(clicks - top), len(clicks & top)
+    words = [f"{method}'s top {k}" if k else "none by the slider"]
+    if more:
+        words.append(f"{more} more you clicked")
+    if back:
+        words.append(f"{back} of the top {k} clicked back")
+    return "Hidden: " + ", ".join(words) + ". The slider and your clicks add up; *Show every patch again* clears both."
 
 
 def _page(v_or_error, state: Visitor | None, outputs: Outputs | None = None, **more):
@@ -99,10 +112,11 @@ def clicked(
     p = token_at(model_key, state, evt)  # the same grid as Explore's input; no CLS tile here
     if not isinstance(p, int):
         return PAGE.reply()
-    return _page(_try(view, image, model_key, method, k, state, toggle=p, rank=False), state)
+    return _page(_try(view, image, model_key, method, k, state, toggle=p), state)
 
 
 def show_all(image: ImagePayload, model_key: str, method: str, state: Visitor | None) -> tuple:
+    visitor(state).crossing.toggled = set()
     return _page(_try(view, image, model_key, method, 0, state), state, RESET, k=0)
 
 
@@ -161,19 +175,21 @@ def build() -> dict:
     return c
 
 
-def k_range(model_key: str, state: Visitor | None) -> dict:
+def k_range(model_key: str, k: float, state: Visitor | None) -> dict:
+    """The slider's range for a new model, its value kept where the model has that many patches."""
     try:
         P = resolve_model(model_key, state).card.config.num_patches
     except gr.Error:
         return gr.skip()
-    return gr.update(maximum=P, value=0)
+    return gr.update(maximum=P, value=min(int(k or 0), P))
 
 
 def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
     inputs = [image, shell.model_dd, c["method"], c["k"], shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=ranked, inputs=inputs, outputs=outputs)
-    page = follow_image(tab, image, shell, redraw, open_tab, follow, (k_range, c["k"]))
+    fit = dict(fn=k_range, inputs=[shell.model_dd, c["k"], shell.state], outputs=c["k"])
+    page = follow_image(tab, image, shell, redraw, open_tab, follow, fit)
     c["method"].change(**page)
     c["k"].change(**page)  # always_last: a drag redraws once it rests
     c["picture"].select(clicked, inputs, outputs, preprocess=False, api_visibility="private", concurrency_limit=4)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from vitviz.app import choices, gradio_files, limits, model_tab, removal_tab, steps_tab, train_tab
+from vitviz.app import choices, gradio_files, limits, model_tab, removal_tab, steps_tab, switch, train_tab
 from vitviz.app import compare_tab as compare
 from vitviz.app import explore_tab as explore
+from vitviz.app.handlers import mirror
 from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
 from vitviz.app.public import APP_KWARGS, PublicBlocks
 from vitviz.app.visitor import Visitor
@@ -44,6 +45,9 @@ CSS = """
   #class-menus {flex-direction: column !important;}  /* the method's and the class's names whole */
 }
 .vv-help, .vv-help p {font-size: 13px !important; line-height: 1.35 !important; color: #444; margin: 0 !important;}
+#step-controls {position: sticky; top: 0; z-index: 30; background: var(--background-fill-primary, #fff);
+  box-shadow: 0 4px 6px -4px rgba(0,0,0,0.25); padding: 4px 0;}
+#step-following p {font-size: 15px; margin: 0;}
 .vv-step-text p {font-size: 15px !important; line-height: 1.45 !important;}
 .vv-note p {font-size: 14px !important; margin: 0 !important; color: #9a3412;}
 #top5 .confidence-set {margin-bottom: 0 !important; padding: 1px 0 !important;}
@@ -124,24 +128,28 @@ def build_demo() -> gr.Blocks:
         model_tab.wire(mt, shell)
         steps_tab.wire(st, shell, ex["image"], steps_page)
         removal_tab.wire(tk, shell, ex["image"], take_page)
-        for name, t in (
-            ("explore", explore_page),
-            ("model", model_page),
-            ("train", train_page),
-            ("compare", compare_tab),
+        compare.wire(cp, shell, ex["image"], compare_tab)
+        for one, other in (
+            (ex["patch"], st["token"]),
+            (ex["layer"], st["which_block"]),
+            (ex["target"], cp["target"]),
+            (ex["method"], cp["method"]),
+            (ex["fusion"], cp["fusion"]),
+            (ex["discard"], cp["discard"]),
         ):
+            mirror(one, other)  # one choice per visitor, whichever tab shows it
+        for name, t in (("explore", explore_page), ("model", model_page), ("train", train_page)):
             t.select(look_at(name), state, state, queue=False, api_visibility="private")
         train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
-        compare_tab.select(**compare.wire(cp, shell))  # drawn when first looked at, then on every change
 
         model_view = model_tab.view_event(mt, shell)
-        model_dd.change(**choices.model_changed(ex, shell), api_visibility="private").then(**model_view).then(
+        model_dd.change(**switch.model_changed(ex, shell), api_visibility="private").then(**model_view).then(
             **{**explain_event, "api_visibility": "private"}
         )
         ckpt_files.upload(
             upload_checkpoint, [ckpt_files, state], [ckpt_status, state, model_dd], api_visibility="private"
         )  # a refused file: a sentence beside it, the menu untouched
-        demo.load(**choices.model_changed(ex, shell), api_visibility="private")
+        demo.load(**switch.model_changed(ex, shell), api_visibility="private")
         first = choices.examples_default()
         if first:
             demo.load(lambda: first, None, ex["image"], api_visibility="private")

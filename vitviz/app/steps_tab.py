@@ -7,6 +7,7 @@ image and model, and a stage is redrawn only when what it shows changed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the shell imports the tabs
@@ -15,11 +16,12 @@ if TYPE_CHECKING:  # the shell imports the tabs
 import gradio as gr
 
 from vitviz.app.activity import ACTIVITY
-from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, pictures_reply, token_at, warning
-from vitviz.app.inputs import ImagePayload, layer_index, patch_index, pixels_for
+from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, pictures_reply, warning
+from vitviz.app.inputs import ImagePayload, layer_index, pixels_for, token_index
 from vitviz.app.menu import resolve_model
 from vitviz.app.visitor import Visitor, image_key, visitor
 from vitviz.app.widgets import pic
+from vitviz.pictures import spots as SP
 from vitviz.pictures import steps
 
 STAGES = [  # (picture field, title)
@@ -42,10 +44,10 @@ def step_view(
         model = resolve_model(model_key, v)
         cfg = model.card.config
         b, clamped = layer_index(block, "The block", cfg.depth, default=1)
-        p = patch_index(patch, cfg.num_patches)
+        p, k = token_index(patch, model.layout)
         pixels = pixels_for(model, image)
         walk = v.steps.keep(image_key(model_key, model, pixels), lambda: steps.walk_image(model, pixels))
-        view, fresh = steps.render_steps(model, walk, b, p, v.steps.pictures)
+        view, fresh = steps.render_steps(model, walk, b, p, v.steps.pictures, prefix=k)
         if clamped:
             view.block_text = f"{clamped}\n\n{view.block_text}"
     return view, fresh, v
@@ -60,11 +62,22 @@ def step_page(image: ImagePayload, model_key: str, block: float, patch: float, s
         v = visitor(state)
         v.steps.pictures.clear()
         return PAGE.reply(state=v, note=warning(e))
-    return PAGE.reply(**pictures_reply(view, steps.STEP_NAMES, PICTURES, fresh, v.files), state=v, note="")
+    drawn = pictures_reply(view, steps.STEP_NAMES, PICTURES, fresh, v.files)
+    return PAGE.reply(**drawn, state=v, note="", following=_following(model_key, block, patch, v))
+
+
+def _following(model_key: str, block: float, token: float, v: Visitor) -> str:
+    """The sticky bar's line: which token, through which block (the controls' values, as the stages use them)."""
+    model = resolve_model(model_key, v)
+    p, k = token_index(token, model.layout)
+    b, _ = layer_index(block, "The block", model.card.config.depth, default=1)
+    name = model.layout.prefix[k] if p is None else f"patch {p}"
+    return f"Following **{name}** · stage 5 shows **block {b}** of {model.card.config.depth}"
 
 
 PICTURES = {name for name, _ in STAGES}
-PAGE = Outputs(*steps.STEP_NAMES, "state", "note")  # the page's update
+CLICKABLE = ("input", "sequence", "embedding", "positions", "block")  # the stages whose pictures show tokens
+PAGE = Outputs(*steps.STEP_NAMES, "state", "note", "following")  # the page's update
 
 
 def steps_api(
@@ -79,12 +92,33 @@ API = Outputs(*steps.STEP_NAMES)
 open_tab, follow = follower("steps", step_page, PAGE)
 
 
+def picker(name: str) -> Callable:
+    """The click handler of stage `name`'s picture: the token under the click (a patch, CLS, a register) as the
+    selected token's number, or gr.skip() where there is none."""
+
+    def pick(
+        image: ImagePayload, model_key: str, block: float, token: float, state: Visitor | None, evt: gr.SelectData
+    ) -> int | dict:
+        try:
+            view, _, v = step_view(image, model_key, block, token, state)  # the pictures as drawn (kept)
+            layout = resolve_model(model_key, v).layout
+        except gr.Error:
+            return gr.skip()
+        place = SP.token_at(view.spots.get(name, []), *evt.index[:2])
+        if place is None:
+            return gr.skip()
+        return -1 - place if place < layout.num_prefix else place - layout.num_prefix
+
+    return pick
+
+
 def block_range(model_key: str, state: Visitor | None) -> dict:
+    """The block slider's range for a new model (its value follows Explore's layer)."""
     try:
         depth = resolve_model(model_key, state).card.config.depth
     except gr.Error:
         return gr.skip()
-    return gr.update(maximum=depth, value=min(depth, 1))
+    return gr.update(maximum=depth)
 
 
 # ---------------------------------------------------------------- layout and wiring
@@ -93,15 +127,23 @@ def block_range(model_key: str, state: Visitor | None) -> dict:
 def build() -> dict:
     gr.Markdown(
         "The image of the Explore tab through the chosen model, stage by stage as a ViT tutorial teaches "
-        "it, with this model's real numbers. Pick a block and a token; every picture follows."
+        "it, with this model's real numbers. The token and the block stay at the top while you scroll, and are "
+        "Explore's own: pick them here or there."
     )
     c = {}  # the controls under names no stage has
-    with gr.Row():
-        c["which_block"] = gr.Slider(1, 6, value=1, step=1, label="Block (stage 5)", elem_id="step-block-n")
-        c["token"] = gr.Number(
-            value=-1, precision=0, label="Token: patch number (-1: CLS); or click stage 1", elem_id="step-token"
-        )
-    c["note"] = gr.Markdown(elem_classes=["vv-note"])
+    with gr.Column(elem_id="step-controls"):  # sticky: beside every stage while the page scrolls
+        with gr.Row(equal_height=True):
+            c["token"] = gr.Number(
+                value=-1,
+                precision=0,
+                label="Token (patch number, -1 CLS): or click a token in any picture",
+                elem_id="step-token",
+                min_width=200,
+            )
+            c["to_cls"] = gr.Button("Back to CLS", size="sm", elem_id="step-cls", min_width=90, scale=0)
+            c["which_block"] = gr.Slider(1, 6, value=6, step=1, label="Block (stage 5)", elem_id="step-block-n")
+        c["following"] = gr.Markdown(elem_id="step-following")
+        c["note"] = gr.Markdown(elem_classes=["vv-note"])
     for name, title in STAGES:
         gr.Markdown(f"### {title}")
         with gr.Row(equal_height=False):
@@ -117,11 +159,14 @@ def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
     inputs = [image, shell.model_dd, c["which_block"], c["token"], shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)
-    page = follow_image(tab, image, shell, redraw, open_tab, follow, (block_range, c["which_block"]))
+    fit = dict(fn=block_range, inputs=[shell.model_dd, shell.state], outputs=c["which_block"])
+    page = follow_image(tab, image, shell, redraw, open_tab, follow, fit)
     about = (
         "One image through the ViT stage by stage: a picture and a sentence per stage, for a chosen block and token."
     )
     endpoint(c["api"], steps_api, inputs, API.components(c), "steps", about)
-    c["which_block"].change(**page)
-    c["token"].change(**page)
-    c["input"].select(token_at, [shell.model_dd, shell.state], c["token"], api_visibility="private")
+    c["which_block"].change(**{**page, "fn": follow})  # they follow Explore's layer and token: drawn when looked at
+    c["token"].change(**{**page, "fn": follow})
+    c["to_cls"].click(lambda: -1, None, c["token"], api_visibility="private", queue=False)
+    for name in CLICKABLE:
+        c[name].select(picker(name), inputs, c["token"], api_visibility="private", preprocess=False)

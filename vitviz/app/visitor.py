@@ -52,21 +52,26 @@ class TabState:
 
 
 @dataclass
-class RemovalState(TabState):
-    hidden: set = field(default_factory=set)  # the patches the visitor hid
-
-    def renewed(self) -> None:
-        self.hidden = set()
-
-
-@dataclass
 class Crossing:
     """What every tab follows."""
 
     image_gallery: str = "cifar10"  # the examples the shown image belongs with (an upload: the model's then)
-    example: int | None = DEFAULT_EXAMPLE  # which of those examples it is; None: an upload or a test image
+    example: int | None = DEFAULT_EXAMPLE  # which of those examples it is; None: the visitor's own image
+    own: str | None = None  # the visitor's own image (an upload, a random test image), kept to come back to
+    own_gallery: str | None = None  # the examples it belongs with
+    stand_in: bool = False  # the example shown stands in for `own`, which the model chosen cannot take
+    depth: int | None = None  # the chosen model's depth (a new model keeps the last layer the last)
     looking: str = "explore"  # the tab looked at (a tab drawn from the Explore image follows it only then)
     menu_note: str = ""  # why the chosen model could not be had, said until the visitor picks again
+    toggled: set = field(default_factory=set)  # patches clicked on Take patches away: hidden, or shown again
+    large: bool = False  # Large type: the pictures' own text drawn larger
+
+    def new_image(self, gallery: str, example: int | None, own: str | None = None) -> None:
+        """The visitor chose an image: an example of `gallery`, or their own (`own`)."""
+        self.image_gallery, self.example, self.stand_in = gallery, example, False
+        if own is not None:
+            self.own, self.own_gallery = own, gallery
+        self.toggled = set()
 
 
 @dataclass
@@ -78,7 +83,7 @@ class Visitor:
     crossing: Crossing = field(default_factory=Crossing)
     explore: TabState = field(default_factory=TabState)  # result: the Explanation
     steps: TabState = field(default_factory=TabState)  # result: the steps.Walk
-    removal: RemovalState = field(default_factory=RemovalState)  # result: the removal.Study
+    removal: TabState = field(default_factory=TabState)  # result: the removal.Study
 
     def tabs(self) -> tuple[TabState, ...]:
         return (self.explore, self.steps, self.removal)

@@ -190,7 +190,7 @@ def tile(
         tuple(map(tuple, col_colors)) if col_colors else None,
     )
     canvas = frame.copy()
-    left, top = _tile_margins(tuple(row_labels or ()), bool(col_labels), label_size)
+    left, top = tile_margins(tuple(row_labels or ()), bool(col_labels), label_size)
     for r, row in enumerate(images):
         for c, t in enumerate(row):
             y, x = top + pad + r * (h + pad), left + pad + c * (w + pad)
@@ -198,7 +198,8 @@ def tile(
     return canvas
 
 
-def _tile_margins(row_labels: tuple, has_cols: bool, size: int) -> tuple[int, int]:
+def tile_margins(row_labels: tuple, has_cols: bool, size: int = 14) -> tuple[int, int]:
+    """(left, top): where `tile` puts its first tile, after the row and column labels."""
     left = 8 + int(max(font(size).getlength(lab) for lab in row_labels)) if row_labels else 0
     return left, (size + 7 if has_cols else 0)
 
@@ -206,7 +207,7 @@ def _tile_margins(row_labels: tuple, has_cols: bool, size: int) -> tuple[int, in
 @functools.lru_cache(maxsize=64)
 def _tile_frame(rows, cols, h, w, pad, row_labels, col_labels, size, col_colors) -> np.ndarray:
     """The white canvas of `tile` with its labels drawn, made once per layout."""
-    left, top = _tile_margins(row_labels, bool(col_labels), size)
+    left, top = tile_margins(row_labels, bool(col_labels), size)
     canvas = Image.new("RGB", (left + cols * (w + pad) + pad, top + rows * (h + pad) + pad), BG)
     d = ImageDraw.Draw(canvas)
     f = font(size)

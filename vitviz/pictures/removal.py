@@ -96,6 +96,7 @@ class RemovalView:
     curves: np.ndarray  # the deletion curves, the visitor's point on them
     maps: np.ndarray  # every map, each titled with its area under the curve
     summary: str
+    hidden: frozenset = frozenset()  # the patches hidden
 
 
 def render_removal(model: LoadedViT, s: Study, hidden: set[int], why_not: str = "") -> RemovalView:
@@ -121,6 +122,7 @@ def render_removal(model: LoadedViT, s: Study, hidden: set[int], why_not: str = 
         else message_panel(main_size(cfg), "Deletion curves", why_not),
         maps_picture(s, cfg),
         summary,
+        frozenset(hidden),
     )
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from vitviz.models.loaded import LoadedViT
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -24,9 +24,10 @@ from vitviz.explain import interpret as I
 from vitviz.models.loaded import loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures import figures as FG
+from vitviz.pictures import spots as SP
 from vitviz.pictures.explanation import nearest_one_based
-from vitviz.pictures.explore import PictureCache, lens_panel, locks_in, token_name
-from vitviz.pictures.input_view import main_size, sees_picture
+from vitviz.pictures.explore import PictureCache, lens_panel, locks_in
+from vitviz.pictures.input_view import cls_box, main_size, sees_picture
 from vitviz.pictures.panels import Scale, message_panel, panel
 
 
@@ -80,16 +81,18 @@ class StepView:
     head_text: str
     lens: np.ndarray
     lens_text: str
+    spots: dict = field(default_factory=dict)  # not an output: each picture's tokens, where a click picks one
 
     def outputs(self) -> tuple:
-        return tuple(getattr(self, f.name) for f in fields(self))
+        return tuple(getattr(self, name) for name in STEP_NAMES)
 
 
-STEP_NAMES = tuple(f.name for f in fields(StepView))
+STEP_NAMES = tuple(f.name for f in fields(StepView) if f.name != "spots")
 
 
-def _matrix(m: torch.Tensor, title: str, what: str, mark_first: bool = False) -> np.ndarray:
-    """A (rows, D) matrix as a heat strip per row (one row a token), on a symmetric diverging scale."""
+def _matrix(m: torch.Tensor, title: str, what: str, first: int, mark_first: bool = False) -> tuple:
+    """A (rows, D) matrix as a heat strip per row (one row a token, the first the token in place `first` of the
+    sequence), on a symmetric diverging scale; and its rows' spots."""
     a = m.float().numpy()
     hi = float(np.abs(a).max()) or 1.0
     step = max(1, a.shape[1] // 384)  # at most 384 columns shown: every `step`-th value
@@ -101,13 +104,14 @@ def _matrix(m: torch.Tensor, title: str, what: str, mark_first: bool = False) ->
         img = img.copy()
         img[:sy, :, :] = (0, 200, 230)  # the CLS row, outlined in the highlight colour
     note = "" if step == 1 else f"; every {step}th value shown"
-    return panel(
-        img, title, Scale(what + note, -hi, hi, "one scale for the whole matrix", cmap="RdBu_r"), min_width=300
-    )
+    rows = [SP.Spot(0, 0, img.shape[1], sy, 1, a.shape[0], first, a.shape[0])]
+    pic = panel(img, title, Scale(what + note, -hi, hi, "one scale for the whole matrix", cmap="RdBu_r"), min_width=300)
+    return pic, SP.under_title(rows, title, max(300, img.shape[1]), img.shape[1])
 
 
-def _sequence(pixels: np.ndarray, g: int, patch: int | None) -> np.ndarray:
-    """The patches cut out and laid in reading order, numbered, the selected one outlined."""
+def _sequence(pixels: np.ndarray, g: int, patch: int | None, first: int) -> tuple:
+    """The patches cut out and laid in reading order, numbered, the selected one outlined; and their spots
+    (patch 0 the token in place `first`)."""
     img = R.to_rgb(pixels)
     p = img.shape[0] // g
     cell = max(20, min(36, 560 // min(g * g, 16)))
@@ -126,7 +130,7 @@ def _sequence(pixels: np.ndarray, g: int, patch: int | None) -> np.ndarray:
         d.text((x, y + cell + 1), str(k), fill=(40, 40, 40), font=f)
         if k == patch:
             d.rectangle([x - 2, y - 2, x + cell + 1, y + cell + 1], outline=R.HIGHLIGHT, width=2)
-    return np.asarray(canvas)
+    return np.asarray(canvas), [SP.Spot(2, 2, cell + 4, cell + 18, per_row, rows, first, g * g)]
 
 
 def _filters(model: LoadedViT, k: int = 16) -> np.ndarray:
@@ -163,32 +167,33 @@ def _bars(model: LoadedViT, w: Walk) -> np.ndarray:
     return FG.figure_to_array(fig)
 
 
-def _block(model: LoadedViT, w: Walk, block: int, patch: int | None) -> np.ndarray:
-    """Block `block` (1-based): every head's attention from the token, and the tokens' norms after it."""
+def _block(model: LoadedViT, w: Walk, block: int, row: int) -> tuple:
+    """Block `block` (1-based): every head's attention from the token in place `row` of the sequence, and the
+    tokens' norms after it; and the patches' spots on both."""
     cfg = loaded(model).card.config
-    K = loaded(model).layout.num_prefix
-    g, row = cfg.grid_size, 0 if patch is None else K + patch
+    layout = loaded(model).layout
+    K = layout.num_prefix
+    g = cfg.grid_size
     H = w.attn.shape[1]
     maps = w.attn[block - 1, :, row, K:].reshape(1, H, g, g)
     lo, hi = maps.flatten(2).amin(-1)[..., None, None], maps.flatten(2).amax(-1)[..., None, None]
     small = max(56, min(96, 600 // H))
     tiles = R.overlays(w.pixels, ((maps - lo) / (hi - lo).clamp_min(1e-12))[0], small, alpha=0.75)
-    heads = R.tile([list(tiles)], col_labels=[f"head {j + 1}" for j in range(H)])
-    heads = panel(
-        heads,
-        f"Block {block}: attention from {token_name(patch)}, head by head",
-        Scale("attention weight", 0, 1, "each tile its own range", relative=True),
-    )
+    strip = R.tile([list(tiles)], col_labels=[f"head {j + 1}" for j in range(H)], pad=3)
+    _, top = R.tile_margins((), True)
+    title = f"Block {block}: attention from {layout.name(row)}, head by head"
+    heads = panel(strip, title, Scale("attention weight", 0, 1, "each tile its own range", relative=True))
+    head_spots = [SP.grid(3 + j * (small + 3), top + 3, small, g, K) for j in range(H)]
     norms = w.blocks[block - 1].norm(dim=-1)
     S = main_size(cfg)
     n = norms[K:].view(g, g)
     pic = R.overlay(w.pixels, n, S, cmap="magma", alpha=0.8, mode="nearest", vmin=float(n.min()), vmax=float(n.max()))
-    pic = panel(
-        pic,
-        f"Token norms after block {block} (CLS: {float(norms[0]):.1f})",
-        Scale("L2 norm of each patch token", float(n.min()), float(n.max()), cmap="magma"),
+    title2 = f"Token norms after block {block} (CLS: {float(norms[0]):.1f})"
+    pic = panel(pic, title2, Scale("L2 norm of each patch token", float(n.min()), float(n.max()), cmap="magma"))
+    return _side(
+        (heads, SP.under_title(head_spots, title, strip.shape[1], strip.shape[1])),
+        (pic, SP.under_title([SP.grid(0, 0, S, g, K)], title2, S, S)),
     )
-    return _side(heads, pic)
 
 
 NO_HEAD = (
@@ -253,64 +258,83 @@ def texts(model: LoadedViT, w: Walk, block: int, patch: int | None) -> dict[str,
 
 
 def render_steps(
-    model: LoadedViT, w: Walk, block: int = 1, patch: int | None = None, cache: PictureCache | None = None
+    model: LoadedViT,
+    w: Walk,
+    block: int = 1,
+    patch: int | None = None,
+    cache: PictureCache | None = None,
+    prefix: int = 0,
 ) -> tuple[StepView, set[str]]:
-    """Every stage for block `block` (1-based, clamped) and the selected token (`patch` None: CLS), and the
-    names of the pictures drawn now: those that do not depend on what changed come from `cache`."""
+    """Every stage for block `block` (1-based, clamped) and the selected token (`patch`, or None for the token
+    `prefix` before the patches: 0 CLS, then a distillation token or registers), and the names of the pictures
+    drawn now: those that do not depend on what changed come from `cache`."""
     cfg = loaded(model).card.config
     L, g = cfg.depth, cfg.grid_size
     block = nearest_one_based(block, L, default=1)
     patch = patch if patch is not None and 0 <= patch < cfg.num_patches else None
+    K = loaded(model).layout.num_prefix
+    row = K + patch if patch is not None else (prefix if 0 <= prefix < K else 0)
     cache = cache or PictureCache()
     sim_at = patch if patch is not None else (g * g) // 2 + g // 2
     prefix = ", ".join(loaded(model).layout.prefix)
+    tokens = f"{len(w.tokens)} tokens ({prefix} first, CLS outlined) + positions"
     made = {
-        "input": (("patch", patch), lambda: sees_picture(w.pixels, g, main_size(cfg), patch)),
-        "sequence": (("patch", patch), lambda: _sequence(w.pixels, g, patch)),
+        "input": (("patch", patch), lambda: _input(cfg, K, w.pixels, patch)),
+        "sequence": (("patch", patch), lambda: _sequence(w.pixels, g, patch, K)),
         "embedding": (
             (),
             lambda: _side(
-                _filters(model),
-                _matrix(w.patches, f"{cfg.num_patches} patch tokens x {cfg.embed_dim} values", "embedding value"),
+                (_filters(model), []),
+                _matrix(w.patches, f"{cfg.num_patches} patch tokens x {cfg.embed_dim} values", "embedding value", K),
             ),
         ),
         "positions": (
             ("patch", patch),
-            lambda: _side(
-                _matrix(
-                    w.tokens, f"{len(w.tokens)} tokens ({prefix} first, CLS outlined) + positions", "token value", True
-                ),
-                _similarity(model, sim_at),
-            ),
+            lambda: _side(_matrix(w.tokens, tokens, "token value", 0, True), _similarity(model, sim_at, K)),
         ),
-        "block": (("block", block, "patch", patch), lambda: _block(model, w, block, patch)),
+        "block": (("block", block, "row", row), lambda: _block(model, w, block, row)),
         "head": (
             (),
-            lambda: _bars(model, w) if loaded(model).card.classes else message_panel(224, "The head", NO_HEAD),
+            lambda: (_bars(model, w) if loaded(model).card.classes else message_panel(224, "The head", NO_HEAD), []),
         ),
         "lens": (
             (),
             lambda: (
                 lens_panel(loaded(model).card.classes, w.lens)
                 if loaded(model).card.classes
-                else message_panel(224, "The logit lens", NO_HEAD)
+                else message_panel(224, "The logit lens", NO_HEAD),
+                [],
             ),
         ),
     }
     got = {name: cache.get(name, w, key, make) for name, (key, make) in made.items()}
-    view = StepView(**{name: pic for name, (pic, _) in got.items()}, **texts(model, w, block, patch))
+    view = StepView(**{name: pic for name, ((pic, _), _) in got.items()}, **texts(model, w, block, patch))
+    view.spots = {name: spots for name, ((_, spots), _) in got.items()}
     return view, {name for name, (_, new) in got.items() if new}
 
 
-def _similarity(model: LoadedViT, position: int) -> np.ndarray:
-    return panel(
+def _input(cfg, K: int, pixels: np.ndarray, patch: int | None) -> tuple:
+    """Stage 1: the input on its grid with the CLS tile; the patches' and the CLS tile's spots."""
+    S, g = main_size(cfg), cfg.grid_size
+    x0, y0, x1, y1 = cls_box(S, g)
+    return sees_picture(pixels, g, S, patch), [SP.grid(0, 0, S, g, K), SP.Spot(x0, y0, x1 - x0, y1 - y0, 1, 1, 0, 1)]
+
+
+def _similarity(model: LoadedViT, position: int, K: int) -> tuple:
+    title = f"Position {position}'s embedding against every position's"
+    pic = panel(
         R.similarity_map(I.pos_embed_similarity(model), position, 224),
-        f"Position {position}'s embedding against every position's",
+        title,
         Scale("cosine similarity", -1.0, 1.0, "one scale, -1 to 1", cmap="viridis"),
     )
+    return pic, SP.under_title([SP.grid(0, 0, 224, loaded(model).card.config.grid_size, K)], title, 224, 224)
 
 
-def _side(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    h = max(a.shape[0], b.shape[0])
+def _side(a: tuple, b: tuple) -> tuple:
+    """Two (picture, spots) side by side, 20 px apart: one picture and the spots of both."""
+    (pa, sa), (pb, sb) = a, b
+    h = max(pa.shape[0], pb.shape[0])
     pad = lambda m: np.concatenate([m, np.full((h - m.shape[0], m.shape[1], 3), 255, np.uint8)])  # noqa: E731
-    return np.concatenate([pad(a), np.full((h, 20, 3), 255, np.uint8), pad(b)], 1)
+    return np.concatenate([pad(pa), np.full((h, 20, 3), 255, np.uint8), pad(pb)], 1), sa + SP.moved(
+        sb, pa.shape[1] + 20, 0
+    )

@@ -1,0 +1,158 @@
+"""A new model in the menu: what of the visitor's image and choices it keeps, and what it must change.
+
+The visitor's own image (an upload, a random test image) stays while the new model can take it. A model that
+reads another kind of image (MNIST's grey digits, a photo) gets an example in its place, said beside the menu,
+and the visitor's image comes back with a model that can take it again. The class explained, the method, the
+layer and head and the selected token are kept where the new model has them (the last layer stays the last);
+where it does not, the nearest it has is chosen and the sentence beside the menu says so.
+
+The shell wires the menu's change through `model_changed`; the Explore tab shows the controls.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the shell imports the tabs
+    from vitviz.app.shell import Shell
+
+import gradio as gr
+
+from vitviz.app import menu as models
+from vitviz.app.handlers import Outputs
+from vitviz.app.inputs import PREDICTED, token_index, token_numbers
+from vitviz.app.menu import resolve_model
+from vitviz.app.visitor import DEFAULT_EXAMPLE, Crossing, Visitor, visitor
+from vitviz.data import gallery
+from vitviz.models.card import DATASET_NAMES
+from vitviz.models.loaded import LoadedViT, TokenLayout
+from vitviz.pictures import explanation as views
+
+GALLERY_LABELS = {"cifar10": "Examples: CIFAR-10 test images", "mnist": "Examples: MNIST test digits"}
+KINDS = {"cifar10": "colour photos", "mnist": "grey handwritten digits"}  # what each gallery's models read
+
+CHANGED = Outputs(
+    "model", "target", "layer", "head", "examples", "patch", "prefix_token", "image", "state", "note", "top5", "method"
+)
+
+
+def token_controls(layout: TokenLayout, token: int = -1) -> tuple:
+    """The selected-token number (`token`) with its label, and the token menu (shown where there is more than
+    CLS) naming it."""
+    K = layout.num_prefix
+    return (
+        gr.update(value=token, label=f"Selected token ({token_numbers(layout)})"),
+        gr.update(choices=list(layout.prefix), value=layout.prefix[-1 - token] if token < 0 else None, visible=K > 1),
+    )
+
+
+def controls_for(
+    model_key: str,
+    state: Visitor | None,
+    target: str | None = PREDICTED,
+    layer: float | None = None,
+    head: float | None = None,
+    patch: float | None = -1,
+    progress: gr.Progress = gr.Progress(track_tqdm=True),
+) -> tuple:
+    """When the model changes: its class list, slider ranges, example gallery and token numbering, with the
+    visitor's choices (`target`, `layer`, `head`, `patch`) kept where it has them; the visitor's own image
+    kept where it can take it, or an example that suits it in its place.
+
+    A model that cannot be had (ViT-B/16 or a timm model without internet, no session model yet) is said
+    beside the menu, and the sentence stays there while the menu goes back to the shipped CIFAR-10 model. A
+    first load of a downloaded model shows its progress (the download's tqdm bar, tracked); it holds up no one
+    else (a lock per model)."""
+    v = visitor(state)
+    note = models.first_load(model_key, progress)
+    try:
+        model = resolve_model(model_key, v)
+    except gr.Error as e:
+        note = f"⚠️ {e.message} {note} Showing the {models.SHARED['cifar10']} instead.".replace("  ", " ")
+        v.crossing.menu_note = note  # said again when the menu's own change back to the CIFAR-10 model arrives
+        model_key = "cifar10"
+        model = resolve_model(model_key, v)
+    else:
+        if not note and v.crossing.menu_note:
+            note, v.crossing.menu_note = v.crossing.menu_note, ""
+    card, cfg = model.card, model.card.config
+    image, image_note = shown_image(v.crossing, model)
+    target, target_note = kept_class(model, target)
+    token = kept_token(model.layout, patch)
+    before, v.crossing.depth = v.crossing.depth, cfg.depth
+    last = layer is None or (before is not None and layer >= before)  # the last layer stays the last
+    layer = cfg.depth if last else max(1, min(int(layer), cfg.depth))
+    head = max(1, min(int(head or 1), cfg.num_heads))
+    number, menu = token_controls(model.layout, token)
+    has_classes = bool(card.classes)  # a model without a classifier has no class to explain
+    items = gallery.items(card.gallery)
+    return CHANGED.reply(
+        model=model_key,
+        target=gr.update(choices=[PREDICTED] + list(card.classes), value=target, interactive=has_classes),
+        layer=gr.update(maximum=cfg.depth, value=layer),
+        head=gr.update(maximum=cfg.num_heads, value=head),
+        examples=gr.update(
+            value=items, label=GALLERY_LABELS.get(card.gallery, "Examples"), selected_index=v.crossing.example
+        ),
+        patch=number,
+        prefix_token=menu,
+        image=image,
+        state=v,
+        note=" ".join(n for n in (note, image_note, target_note) if n),
+        top5=gr.update(label=views.what_it_knows(model)),
+        method=gr.update(interactive=has_classes),
+    )
+
+
+def shown_image(crossing: Crossing, model: LoadedViT) -> tuple[str | dict, str]:
+    """(the image to show now, or gr.skip() to keep the shown one; the sentence saying what changed, or "")."""
+    want = model.card.gallery
+    items = gallery.items(want)
+    name = model.card.title
+    if crossing.own and crossing.example is None and crossing.own_gallery != want and items:
+        crossing.example, crossing.image_gallery, crossing.stand_in = DEFAULT_EXAMPLE % len(items), want, True
+        return items[crossing.example][0], (
+            f"Your image is of {KINDS.get(crossing.own_gallery or '', 'another kind')}, and the {name} reads "
+            f"{KINDS.get(want, 'other images')}: showing {DATASET_NAMES.get(want, want)} example "
+            f"{crossing.example + 1} in its place. Choose a model for {KINDS.get(crossing.own_gallery or '', 'it')} "
+            "and your image comes back."
+        )
+    if crossing.own and crossing.stand_in and crossing.own_gallery == want:
+        crossing.example, crossing.image_gallery, crossing.stand_in = None, want, False
+        if os.path.isfile(crossing.own):
+            return crossing.own, "Your own image is back."
+        crossing.own = None
+        return gr.skip(), "Your own image is no longer kept on the server: upload it again."
+    if crossing.image_gallery != want and items:  # an example of the other kind: the same place in this gallery
+        crossing.example = min(DEFAULT_EXAMPLE if crossing.example is None else crossing.example, len(items) - 1)
+        crossing.image_gallery = want
+        return items[crossing.example][0], ""
+    return gr.skip(), ""
+
+
+def kept_class(model: LoadedViT, target: str | None) -> tuple[str, str]:
+    """(the class to explain with this model, "" or the sentence saying it does not know the one chosen)."""
+    classes = model.card.classes
+    if not target or target == PREDICTED or target in classes:
+        return target or PREDICTED, ""
+    return PREDICTED, f"The {model.card.title} has no class '{target}': it explains its predicted class."
+
+
+def kept_token(layout: TokenLayout, patch: float | None) -> int:
+    """The selected token where this model has it (its patches and the tokens before them), else CLS (-1)."""
+    try:
+        p, k = token_index(-1 if patch is None else patch, layout)
+    except gr.Error:
+        return -1
+    return -1 - k if p is None else p
+
+
+def model_changed(c: dict, shell: Shell) -> dict:
+    """What the model menu's change does to the Explore tab: (fn, inputs, outputs) for the shell's chain."""
+    named = {**c, "model": shell.model_dd, "state": shell.state, "note": shell.model_note}
+    return dict(
+        fn=controls_for,
+        inputs=[shell.model_dd, shell.state, c["target"], c["layer"], c["head"], c["patch"]],
+        outputs=CHANGED.components(named),
+    )
