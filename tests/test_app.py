@@ -16,7 +16,7 @@ from vitviz.app import build_demo, choices, handlers, launch, model_tab, switch,
 from vitviz.app import compare_tab as compare
 from vitviz.app import explore_tab as explore
 from vitviz.app import menu as models
-from vitviz.app.visitor import DEFAULT_EXAMPLE, Visitor
+from vitviz.app.visitor import DEFAULT_EXAMPLE, NONE_SELECTED, Visitor
 from vitviz.data import gallery
 from vitviz.pictures import explanation as views
 from vitviz.pictures import explore as pictures
@@ -229,20 +229,22 @@ def test_a_model_change_keeps_an_uploaded_image_that_suits_it(tmp_path):
     state = Visitor()
     path = str(tmp_path / "mine.png")
     Image.new("RGB", (40, 40), (200, 30, 30)).save(path)
-    image, patch, gal, state, note = choices.upload_image(path, "cifar10", state)
-    assert image == path and gal["selected_index"] is None and state.crossing.example is None and not note
+    image, gal, state, note = choices.upload_image(path, "cifar10", state)
+    assert image == path and gal["selected_index"] == NONE_SELECTED and state.crossing.example is None and not note
     assert skipped(switch.controls_for("cifar10", state)[7])  # it suits the model: kept
     to_mnist = switch.controls_for("mnist", state)
     assert to_mnist[7] == gallery.items("mnist")[DEFAULT_EXAMPLE][0]  # a digit in its place, said beside the menu
     assert f"MNIST example {DEFAULT_EXAMPLE + 1} in its place" in to_mnist[9] and "comes back" in to_mnist[9]
     assert to_mnist[4]["selected_index"] == DEFAULT_EXAMPLE  # the stand-in is the example shown: highlighted
     back = switch.controls_for("cifar10", state)
-    assert back[7] == path and "back" in back[9] and back[4]["selected_index"] is None  # the visitor's own image
+    assert (
+        back[7] == path and "back" in back[9] and back[4]["selected_index"] == NONE_SELECTED
+    )  # the visitor's own image
     assert skipped(switch.controls_for("cifar10", state)[7])
     bad = str(tmp_path / "bad.png")
     open(bad, "wb").write(b"not a picture")
     out = choices.upload_image(bad, "mnist", state)
-    assert skipped(out[0]) and "could not be used" in out[4]
+    assert skipped(out[0]) and "could not be used" in out[3]
 
 
 def test_upload_checkpoint(tmp_path, tiny_model):

@@ -19,7 +19,7 @@ from PIL import Image
 from vitviz.app.handlers import Outputs, token_at, warning
 from vitviz.app.inputs import read_image, token_index
 from vitviz.app.menu import resolve_model
-from vitviz.app.visitor import DEFAULT_EXAMPLE, Visitor, visitor
+from vitviz.app.visitor import DEFAULT_EXAMPLE, NONE_SELECTED, Visitor, visitor
 from vitviz.data import gallery
 from vitviz.data.datasets import DATASETS, DataUnavailable, load_dataset
 from vitviz.runtime import scratch
@@ -44,11 +44,11 @@ def pick_example(model_key: str, state: Visitor | None, evt: gr.SelectData) -> t
     if not items:
         return PICKED.reply(state=v, image_note="⚠️ No examples are shipped for this model.")
     v.crossing.new_image(ds, evt.index % len(items))
-    return PICKED.reply(image=items[v.crossing.example][0], patch=-1, state=v, image_note="")
+    return PICKED.reply(image=items[v.crossing.example][0], state=v, image_note="")
 
 
-PICKED = Outputs("image", "patch", "state", "image_note")  # an example picked
-NEW_IMAGE = Outputs("image", "patch", "examples", "state", "image_note")  # an upload or a random test image
+PICKED = Outputs("image", "state", "image_note")  # an example picked (the selected token is kept)
+NEW_IMAGE = Outputs("image", "examples", "state", "image_note")  # an upload or a random test image
 
 
 def upload_image(file: object, model_key: str, state: Visitor | None) -> tuple:
@@ -60,7 +60,9 @@ def upload_image(file: object, model_key: str, state: Visitor | None) -> tuple:
         v.crossing.new_image(resolve_model(model_key, v).card.gallery, None, own=path)
     except gr.Error as e:
         return NEW_IMAGE.reply(state=v, image_note=warning(e))
-    return NEW_IMAGE.reply(image=path, patch=-1, examples=gr.update(selected_index=None), state=v, image_note="")
+    return NEW_IMAGE.reply(
+        image=path, examples=gr.update(selected_index=NONE_SELECTED), state=v, image_note=""
+    )
 
 
 _test_sets: dict[str, object] = {}
@@ -90,8 +92,7 @@ def random_test_image(model_key: str, state: Visitor | None) -> tuple:
     v.crossing.new_image(ds, None, own=str(path))
     return NEW_IMAGE.reply(
         image=str(path),
-        patch=-1,
-        examples=gr.update(selected_index=None),
+        examples=gr.update(selected_index=NONE_SELECTED),
         state=v,
         image_note=f"Random test image #{i}; true label: **{label}**",
     )

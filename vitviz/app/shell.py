@@ -45,6 +45,7 @@ CSS = """
   #class-menus {flex-direction: column !important;}  /* the method's and the class's names whole */
 }
 .vv-help, .vv-help p {font-size: 13px !important; line-height: 1.35 !important; color: #444; margin: 0 !important;}
+.gradio-container {overflow: clip visible !important;}  /* clipped, not a scroll box: sticky bars stick */
 #step-controls {position: sticky; top: 0; z-index: 30; background: var(--background-fill-primary, #fff);
   box-shadow: 0 4px 6px -4px rgba(0,0,0,0.25); padding: 4px 0;}
 #step-following p {font-size: 15px; margin: 0;}
@@ -143,9 +144,9 @@ def build_demo() -> gr.Blocks:
         train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
 
         model_view = model_tab.view_event(mt, shell)
-        model_dd.change(**switch.model_changed(ex, shell), api_visibility="private").then(**model_view).then(
-            **{**explain_event, "api_visibility": "private"}
-        )
+        model_dd.change(**switch.model_changed(ex, shell), api_visibility="private").then(
+            switch.gallery_mark, state, ex["examples"], api_visibility="private", queue=False
+        ).then(**model_view).then(**{**explain_event, "api_visibility": "private"})
         ckpt_files.upload(
             upload_checkpoint, [ckpt_files, state], [ckpt_status, state, model_dd], api_visibility="private"
         )  # a refused file: a sentence beside it, the menu untouched

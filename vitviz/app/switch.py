@@ -93,7 +93,7 @@ def controls_for(
         layer=gr.update(maximum=cfg.depth, value=layer),
         head=gr.update(maximum=cfg.num_heads, value=head),
         examples=gr.update(
-            value=items, label=GALLERY_LABELS.get(card.gallery, "Examples"), selected_index=v.crossing.example
+            value=items, label=GALLERY_LABELS.get(card.gallery, "Examples"), selected_index=v.crossing.selected()
         ),
         patch=number,
         prefix_token=menu,
@@ -146,6 +146,11 @@ def kept_token(layout: TokenLayout, patch: float | None) -> int:
     except gr.Error:
         return -1
     return -1 - k if p is None else p
+
+
+def gallery_mark(state: Visitor | None) -> dict:
+    """The gallery's mark set again after its examples changed (a new list keeps the old mark otherwise)."""
+    return gr.update(selected_index=visitor(state).crossing.selected())
 
 
 def model_changed(c: dict, shell: Shell) -> dict:

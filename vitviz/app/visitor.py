@@ -19,6 +19,7 @@ from vitviz.pictures.explore import PictureCache
 from vitviz.runtime import memory
 
 DEFAULT_EXAMPLE = 3  # the gallery image the page opens on
+NONE_SELECTED = -1  # the gallery's selected_index when no example is shown (None leaves the old one marked)
 
 
 def image_key(model_key: str, model: LoadedViT, pixels: np.ndarray, *more) -> tuple:
@@ -65,6 +66,10 @@ class Crossing:
     menu_note: str = ""  # why the chosen model could not be had, said until the visitor picks again
     toggled: set = field(default_factory=set)  # patches clicked on Take patches away: hidden, or shown again
     large: bool = False  # Large type: the pictures' own text drawn larger
+
+    def selected(self) -> int:
+        """The gallery's selected index: the example shown, or none."""
+        return NONE_SELECTED if self.example is None else self.example
 
     def new_image(self, gallery: str, example: int | None, own: str | None = None) -> None:
         """The visitor chose an image: an example of `gallery`, or their own (`own`)."""
