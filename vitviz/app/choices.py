@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the shell imports the tabs
     from vitviz.app.shell import Shell
 
+import os
+
 import gradio as gr
 import numpy as np
 from PIL import Image
@@ -47,6 +49,28 @@ def pick_example(model_key: str, state: Visitor | None, evt: gr.SelectData) -> t
     return PICKED.reply(image=items[v.crossing.example][0], state=v, image_note="")
 
 
+def opening(image: str | None, wanted: dict | None, large: bool, numbers: bool, state: Visitor | None) -> Visitor:
+    """The page opened (on a link's view, vitviz.app.link): the visitor's record follows what it shows, the image
+    (one of the examples, by its name, or their own, for the model `wanted` names) and the drawing style."""
+    v = visitor(state)
+    model_key = str(wanted.get("model") or "cifar10") if isinstance(wanted, dict) else "cifar10"
+    v.restyle(large=large, numbers=numbers)
+    path = image.get("path") if isinstance(image, dict) else image
+    if not path:
+        return v
+    name = os.path.basename(str(path))
+    for ds in ("cifar10", "mnist"):
+        names = [os.path.basename(p) for p, _ in gallery.items(ds)]
+        if name in names:
+            v.crossing.new_image(ds, names.index(name))
+            return v
+    try:
+        v.crossing.new_image(resolve_model(model_key, v).card.gallery, None, own=str(path))
+    except gr.Error:
+        pass
+    return v
+
+
 PICKED = Outputs("image", "state", "image_note")  # an example picked (the selected token is kept)
 NEW_IMAGE = Outputs("image", "examples", "state", "image_note")  # an upload or a random test image
 
@@ -60,9 +84,7 @@ def upload_image(file: object, model_key: str, state: Visitor | None) -> tuple:
         v.crossing.new_image(resolve_model(model_key, v).card.gallery, None, own=path)
     except gr.Error as e:
         return NEW_IMAGE.reply(state=v, image_note=warning(e))
-    return NEW_IMAGE.reply(
-        image=path, examples=gr.update(selected_index=NONE_SELECTED), state=v, image_note=""
-    )
+    return NEW_IMAGE.reply(image=path, examples=gr.update(selected_index=NONE_SELECTED), state=v, image_note="")
 
 
 _test_sets: dict[str, object] = {}

@@ -48,9 +48,10 @@ def one_side(
         ex = views.analyse(model, pixels_for(model, image), classes.index(target) if known else None)
     except gr.Error as e:
         return [None] * len(SIDE), f"⚠️ {e.message}"
-    view, _ = pictures.render_explore(model, ex, o, compact=True)
-    name = model.card.title
-    drawn = [getattr(view, n) if n == "top5" else _named(getattr(view, n), name) for n in SIDE]
+    with visitor(state).drawing():
+        view, _ = pictures.render_explore(model, ex, o, compact=True)
+        name = model.card.title
+        drawn = [getattr(view, n) if n == "top5" else _named(getattr(view, n), name) for n in SIDE]
     asked = target not in (None, "", PREDICTED) and not known and classes
     return drawn, (f"The {name} has no class '{target}': it explains its predicted class." if asked else "")
 
@@ -202,9 +203,10 @@ def class_choices(model_a: str, model_b: str, state: Visitor | None) -> dict:
     return gr.update(choices=[PREDICTED] + names)
 
 
-def wire(c: dict, shell: Shell, image: gr.Image, tab: gr.Tab) -> None:
+def wire(c: dict, shell: Shell, image: gr.Image, tab: gr.Tab) -> dict:
     """Compare's events: drawn from the Explore image (`image`) while looked at; the two menus set to a pair
-    that fits a new model; the class and options shared with Explore (the shell mirrors them)."""
+    that fits a new model; the class and options shared with Explore (the shell mirrors them). Returns the event
+    settings that redraw it while it is looked at."""
     inputs = [image, c["a"], c["b"], c["fusion"], c["discard"], c["method"], c["target"], shell.state]
     c["go"].click(
         compare,
@@ -222,3 +224,4 @@ def wire(c: dict, shell: Shell, image: gr.Image, tab: gr.Tab) -> None:
     for k in ("a", "b", "fusion", "method", "target"):
         c[k].change(**{**page, "fn": follow})
     c["discard"].release(**{**page, "fn": follow})
+    return {**page, "fn": follow}

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from vitviz.app.activity import ACTIVITY
+from vitviz.app.choices import examples_default
 from vitviz.app.handlers import Outputs, endpoint, pictures_reply, same_parameters_as, warning
 from vitviz.app.inputs import (
     FUSIONS,
@@ -82,7 +83,8 @@ def explore_view(
         except ValueError as e:
             raise FieldError(f"Gradient rollout class: {e}.", "target") from None
         ex = v.explore.keep(image_key(model_key, model, pixels, t), lambda: analysed(model, pixels, t, photo))
-        view, fresh = pictures.render_explore(model, ex, o, v.explore.pictures)
+        with v.drawing():
+            view, fresh = pictures.render_explore(model, ex, o, v.explore.pictures)
         if clamped:
             view.summary = f"{clamped}\n\n{view.summary}"
         return view, fresh, ex, v
@@ -206,16 +208,18 @@ HELP = {
 
 def build() -> dict:
     """The Explore tab's components, by name; the pictures under the names of pictures.ExploreView's fields."""
-    c = {"image": gr.Image(type="filepath", image_mode=None, visible=False, elem_id="input-image")}
+    first = examples_default()  # the page opens on it (a link to a view: on the view's image)
+    c = {"image": gr.Image(first, type="filepath", image_mode=None, visible=False, elem_id="input-image")}
     with gr.Row(equal_height=False, elem_id="explore-top"):
         with gr.Column(scale=0, min_width=330, elem_id="input-col"):
             c["sees"] = pic("What the model sees (click a patch or CLS)", "sees")
-            with gr.Row():
+            c["top5"] = gr.Label(num_top_classes=5, label="Prediction (top 5)", show_heading=False, elem_id="top5")
+            with gr.Row(elem_id="image-buttons"):
                 c["upload"] = gr.UploadButton(
                     "Upload image", file_types=["image"], size="sm", elem_id="upload-btn", min_width=80
                 )
                 c["random"] = gr.Button("Random test image", size="sm", elem_id="random-btn", min_width=80)
-            c["top5"] = gr.Label(num_top_classes=5, label="Prediction (top 5)", show_heading=False, elem_id="top5")
+                c["numbers"] = gr.Checkbox(True, label="Patch numbers", elem_id="numbers", min_width=80)
             c["image_note"] = gr.Markdown(elem_classes=["vv-note"], elem_id="image-note")
             c["original"] = pic("Your image, as uploaded", "original")
         with gr.Column(scale=4, min_width=240):
@@ -237,6 +241,11 @@ def build() -> dict:
                     min_width=140,
                 )
             c["target_note"] = gr.Markdown(elem_classes=["vv-note"])
+            with gr.Row(elem_id="display-options"):  # beside the maps they change
+                c["alpha"] = gr.Slider(
+                    0.0, 1.0, value=0.6, step=0.05, label="Every map: opacity", min_width=140, elem_id="alpha"
+                )
+                c["smooth"] = gr.Checkbox(value=True, label="Smooth maps (bilinear)", min_width=120, elem_id="smooth")
             help_line(HELP["class_map"])
         with gr.Column(scale=4, min_width=240):
             c["head_large"] = pic("Selected layer and head", "head-large")
@@ -273,10 +282,6 @@ def _build_below(c: dict):
             c["patch_note"] = gr.Markdown(elem_classes=["vv-note"])
         with gr.Column(scale=1, min_width=300):
             with gr.Row():
-                c["alpha"] = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Map opacity", min_width=140)
-                c["smooth"] = gr.Checkbox(value=True, label="Smooth maps (bilinear)", min_width=120)
-            c["shared"] = gr.Checkbox(value=False, label="One colour scale for all tiles (below)", elem_id="shared")
-            with gr.Row():
                 c["export"] = gr.Button("Export this view (PNGs + raw attention)", size="sm", elem_id="export-btn")
             c["export_note"] = gr.Markdown(elem_classes=["vv-note"])
             c["export_files"] = gr.File(
@@ -304,6 +309,7 @@ def _build_below(c: dict):
             help_line(HELP["lens"])
         with gr.Column(scale=1, min_width=300):
             c["heads"] = pic("Attention in every layer and head", "heads", elem_classes_extra=["vv-wide"])
+            c["shared"] = gr.Checkbox(value=False, label="One colour scale for all these tiles", elem_id="shared")
             help_line(HELP["heads"])
             c["norms"] = pic("Token norms", "norms", elem_classes_extra=["vv-wide"])
             help_line(HELP["norms"])

@@ -110,6 +110,18 @@ def follower(tab: str, redraw: Callable, outputs: Outputs) -> tuple[Callable, Ca
     return open_tab, follow
 
 
+def style_switch(name: str) -> Callable:
+    """The handler of a control that changes how this visitor's pictures are drawn (vitviz.pictures.style):
+    Large type, patch numbers, a narrow screen."""
+
+    def switch(on: object, state: Visitor | None) -> Visitor:
+        v = visitor(state)
+        v.restyle(**{name: on if name != "narrow" else (isinstance(on, (int, float)) and 0 < on <= 700)})
+        return v
+
+    return switch
+
+
 def mirror(a: gr.components.Component, b: gr.components.Component) -> None:
     """One choice shown by two controls (on two tabs): a change of either sets the other, in the browser (a
     value set to what it already is fires no change, so the two do not loop)."""

@@ -22,7 +22,7 @@ from vitviz.app import limits
 from vitviz.app.cache import ModelCache
 from vitviz.app.inputs import whole
 from vitviz.app.menu import resolve_model
-from vitviz.app.visitor import Visitor
+from vitviz.app.visitor import Visitor, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.data import gallery
 from vitviz.models.loaded import LoadedViT
@@ -59,22 +59,27 @@ def _position(model: LoadedViT, position) -> int:
 
 def model_view(model_key: str, position: float = -1, state: Visitor | None = None) -> tuple:
     """(positional tiles, the selected position large, distance figure, components, card, components note)."""
-    model = resolve_model(model_key, state)
+    v = visitor(state)
+    model = resolve_model(model_key, v)
     s = summary_of(model)
-    tiles, large = views.position_pictures(s, model.card.config, _position(model, position))
+    with v.drawing():
+        tiles, large = views.position_pictures(s, model.card.config, _position(model, position))
+        distance, components = views.distance_picture(s), views.components_picture(s)
     note = (
         f"Top {len(s.variance)} principal components of the patch-embedding filters "
-        f"({100 * float(s.variance.sum()):.0f}% of their variance)."
+        f"({100 * float(s.variance.sum()):.0f}% of their variance), each labelled with its share."
     )
-    return tiles, large, s.distance, s.components, s.card, note
+    return tiles, large, distance, components, views.model_card(model), note
 
 
 def pos_click(model_key: str, state: Visitor | None, evt: gr.SelectData) -> tuple:
     """A click on the tiles: the clicked position and its two redrawn pictures."""
-    model = resolve_model(model_key, state)
+    v = visitor(state)
+    model = resolve_model(model_key, v)
     cfg = model.card.config
     pos = views.pos_click_to_position(evt.index[0], evt.index[1], cfg)
-    tiles, large = views.position_pictures(summary_of(model), cfg, pos)
+    with v.drawing():
+        tiles, large = views.position_pictures(summary_of(model), cfg, pos)
     return pos, tiles, large
 
 

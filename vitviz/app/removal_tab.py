@@ -69,7 +69,8 @@ def view(
         if toggle is not None and 0 <= toggle < P:
             clicks ^= {toggle}
         clicks &= set(range(P))  # another model's grid: only the patches this one has
-        rv = removal.render_removal(model, s, top ^ clicks, why)
+        with v.drawing():
+            rv = removal.render_removal(model, s, top ^ clicks, why)
         rv.summary = f"{rv.summary}\n\n{_how(method, len(top), top, clicks)}"
         return rv, v
 
@@ -184,7 +185,8 @@ def k_range(model_key: str, k: float, state: Visitor | None) -> dict:
     return gr.update(maximum=P, value=min(int(k or 0), P))
 
 
-def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
+def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> dict:
+    """The tab's events; returns the event settings that redraw it while it is looked at."""
     inputs = [image, shell.model_dd, c["method"], c["k"], shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=ranked, inputs=inputs, outputs=outputs)
@@ -204,3 +206,4 @@ def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
         "The image with the top k patches of a map hidden, the prediction without them, and every map's deletion curve."
     )
     endpoint(c["api"], removal_api, inputs, API.components(c), "take_away", about)
+    return {**page, "fn": follow}

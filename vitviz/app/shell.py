@@ -16,10 +16,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from vitviz.app import choices, gradio_files, limits, model_tab, removal_tab, steps_tab, switch, train_tab
+from vitviz.app import choices, gradio_files, limits, link, model_tab, removal_tab, steps_tab, switch, train_tab
 from vitviz.app import compare_tab as compare
 from vitviz.app import explore_tab as explore
-from vitviz.app.handlers import mirror
+from vitviz.app.handlers import mirror, style_switch
 from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
 from vitviz.app.public import APP_KWARGS, PublicBlocks
 from vitviz.app.visitor import Visitor
@@ -43,6 +43,9 @@ CSS = """
   .vv-wide button, .vv-wide .image-frame {display: block !important; width: max-content !important;}
   .vv-wide img {max-width: none !important; margin: 0 !important;}
   #class-menus {flex-direction: column !important;}  /* the method's and the class's names whole */
+  .vv-wide .image-container::-webkit-scrollbar {height: 12px;}  /* always drawn: the picture says it scrolls */
+  .vv-wide .image-container::-webkit-scrollbar-thumb {background: #f97316; border-radius: 6px;}
+  .vv-wide .image-container::-webkit-scrollbar-track {background: #fde2cc; border-radius: 6px;}
 }
 .vv-help, .vv-help p {font-size: 13px !important; line-height: 1.35 !important; color: #444; margin: 0 !important;}
 .gradio-container {overflow: clip visible !important;}  /* clipped, not a scroll box: sticky bars stick */
@@ -65,7 +68,9 @@ CSS = """
 #large-type {padding: 2px 8px;}
 .vv-large .prose, .vv-large label span, .vv-large .vv-help p, .vv-large button, .vv-large dt,
 .vv-large dd {font-size: 18px !important;}
-.vv-large #app-intro h1 {font-size: 32px !important;}
+.vv-large #app-intro h1 {font-size: 24px !important;}  /* the page's own title stays one line */
+.vv-large #app-intro p {font-size: 15px !important;}
+#numbers {padding: 2px 6px !important;}
 """
 LARGE_TYPE_JS = (
     "(on) => { for (const e of document.querySelectorAll('.gradio-container .contain > *')) "
@@ -89,74 +94,128 @@ def build_demo() -> gr.Blocks:
     scratch.prune_all()  # what an earlier run of the app left
     with PublicBlocks(title="vitviz: see how a ViT sees", delete_cache=limits.delete_cache(), fill_width=True) as demo:
         state = gr.State(Visitor(), time_to_live=limits.get("VITVIZ_STATE_TTL_S"), delete_callback=release_state)
-        with gr.Row(equal_height=False, elem_id="app-head"):
-            with gr.Column(scale=1, min_width=360):
-                gr.Markdown(INTRO, elem_id="app-intro")
-                large = gr.Checkbox(False, label="Large type (for a projector)", elem_id="large-type", container=False)
-            with gr.Column(scale=0, min_width=380):
-                model_dd = gr.Dropdown(
-                    model_choices(),
-                    value="cifar10",
-                    label="Model (or type any timm ViT's name)",
-                    elem_id="model-dd",
-                    allow_custom_value=True,
-                )
-                model_note = gr.Markdown(elem_classes=["vv-note"], elem_id="model-note")
-            with gr.Column(scale=0, min_width=300):
-                with gr.Accordion("Upload a checkpoint (.safetensors + .json)", open=False):
-                    ckpt_files = gr.File(
-                        file_count="multiple", file_types=[".safetensors", ".json"], label="Checkpoint files"
-                    )
-                ckpt_status = gr.Markdown(elem_classes=["vv-note"], elem_id="ckpt-status")
-        large.change(None, large, None, js=LARGE_TYPE_JS)
-        with gr.Tabs() as tabs:
-            with gr.Tab("Explore", id="explore") as explore_page:
-                ex = explore.build()
-            with gr.Tab("Step by step", id="steps") as steps_page:
-                st = steps_tab.build()
-            with gr.Tab("Take patches away", id="take-away") as take_page:
-                tk = removal_tab.build()
-            with gr.Tab("Model", id="model") as model_page:
-                mt = model_tab.build()
-            with gr.Tab("Train", id="train") as train_page:
-                tr = train_tab.build()
-            with gr.Tab("Compare", id="compare") as compare_tab:
-                cp = compare.build()
-        shell = Shell(state, model_dd, model_note, tabs, gr.Button(visible=False))
-
-        explain_event = explore.wire(ex, shell)
-        choices.wire(ex, shell)
-        model_tab.wire(mt, shell)
-        steps_tab.wire(st, shell, ex["image"], steps_page)
-        removal_tab.wire(tk, shell, ex["image"], take_page)
-        compare.wire(cp, shell, ex["image"], compare_tab)
-        for one, other in (
-            (ex["patch"], st["token"]),
-            (ex["layer"], st["which_block"]),
-            (ex["target"], cp["target"]),
-            (ex["method"], cp["method"]),
-            (ex["fusion"], cp["fusion"]),
-            (ex["discard"], cp["discard"]),
-        ):
-            mirror(one, other)  # one choice per visitor, whichever tab shows it
-        for name, t in (("explore", explore_page), ("model", model_page), ("train", train_page)):
-            t.select(look_at(name), state, state, queue=False, api_visibility="private")
-        train_tab.wire(tr, shell, [cp["a"], cp["b"]], demo)
-
-        model_view = model_tab.view_event(mt, shell)
-        model_dd.change(**switch.model_changed(ex, shell), api_visibility="private").then(
-            switch.gallery_mark, state, ex["examples"], api_visibility="private", queue=False
-        ).then(**model_view).then(**{**explain_event, "api_visibility": "private"})
-        ckpt_files.upload(
-            upload_checkpoint, [ckpt_files, state], [ckpt_status, state, model_dd], api_visibility="private"
-        )  # a refused file: a sentence beside it, the menu untouched
-        demo.load(**switch.model_changed(ex, shell), api_visibility="private")
-        first = choices.examples_default()
-        if first:
-            demo.load(lambda: first, None, ex["image"], api_visibility="private")
-        demo.load(**model_view)
-        demo.unload(release_session)
+        head = _head()
+        with gr.Tabs(overflow_behavior="wrap") as tabs:  # a phone: every tab in view, on two rows
+            pages, parts = {}, {}
+            for key, title, tab in TABS:
+                with gr.Tab(title, id=key) as pages[key]:
+                    parts[key] = tab.build()
+        shell = Shell(state, head["model_dd"], head["model_note"], tabs, gr.Button(visible=False))
+        _wire(demo, shell, head, pages, parts)
     return demo
+
+
+TABS = (
+    ("explore", "Explore", explore),
+    ("steps", "Step by step", steps_tab),
+    ("take-away", "Take patches away", removal_tab),
+    ("model", "Model", model_tab),
+    ("train", "Train", train_tab),
+    ("compare", "Compare", compare),
+)
+
+
+def _head() -> dict:
+    """Above the tabs: the title and Large type, the model menu and its note, the checkpoint upload."""
+    c = {}
+    with gr.Row(equal_height=False, elem_id="app-head"):
+        with gr.Column(scale=1, min_width=360):
+            gr.Markdown(INTRO, elem_id="app-intro")
+            c["large"] = gr.Checkbox(False, label="Large type (for a projector)", elem_id="large-type", container=False)
+        with gr.Column(scale=0, min_width=380):
+            c["model_dd"] = gr.Dropdown(
+                model_choices(),
+                value="cifar10",
+                label="Model (or type any timm ViT's name)",
+                elem_id="model-dd",
+                allow_custom_value=True,
+            )
+            c["model_note"] = gr.Markdown(elem_classes=["vv-note"], elem_id="model-note")
+        with gr.Column(scale=0, min_width=300):
+            with gr.Accordion("Upload a checkpoint (.safetensors + .json)", open=False):
+                c["ckpt_files"] = gr.File(
+                    file_count="multiple", file_types=[".safetensors", ".json"], label="Checkpoint files"
+                )
+            c["ckpt_status"] = gr.Markdown(elem_classes=["vv-note"], elem_id="ckpt-status")
+            with gr.Row(elem_id="link-row"):
+                c["link"] = gr.Button("Copy a link to this view", size="sm", elem_id="link-btn", scale=0, min_width=170)
+                c["link_url"] = gr.Textbox(
+                    show_label=False, placeholder="the link appears here", elem_id="link-url", container=False
+                )
+
+    return c
+
+
+def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -> None:
+    """Each tab's own events, then what crosses tabs: one set of choices, a new model, the drawing style."""
+    ex, st, cp, mt = parts["explore"], parts["steps"], parts["compare"], parts["model"]
+    state = shell.state
+    explain_event = {**explore.wire(ex, shell), "api_visibility": "private"}
+    choices.wire(ex, shell)
+    model_tab.wire(mt, shell)
+    redraws = [  # what redraws each tab (the last three only while looked at)
+        explain_event,
+        steps_tab.wire(st, shell, ex["image"], pages["steps"]),
+        removal_tab.wire(parts["take-away"], shell, ex["image"], pages["take-away"]),
+        compare.wire(cp, shell, ex["image"], pages["compare"]),
+    ]
+    for one, other in SHARED_CHOICES:
+        mirror(ex[one], (st if other.startswith("steps:") else cp)[other.split(":")[1]])  # one choice per visitor
+    for name in ("explore", "model", "train"):
+        pages[name].select(look_at(name), state, state, queue=False, api_visibility="private")
+    model_view = model_tab.view_event(mt, shell)
+    pages["model"].select(**model_view)  # drawn in the visitor's style of the moment
+    train_tab.wire(parts["train"], shell, [cp["a"], cp["b"]], demo)
+    width = gr.Number(visible=False)  # the browser's width, for a phone's pictures
+    head["large"].change(None, head["large"], None, js=LARGE_TYPE_JS)
+    for control, name in ((head["large"], "large"), (ex["numbers"], "numbers"), (width, "narrow")):
+        event = control.change(style_switch(name), [control, state], state, api_visibility="private")
+        for redraw in [*redraws, model_view]:  # every picture drawn again in the new style
+            event = event.then(**redraw)
+    new_model = shell.model_dd.change(**switch.model_changed(ex, shell), api_visibility="private")
+    new_model.then(switch.gallery_mark, state, ex["examples"], api_visibility="private", queue=False).then(
+        **model_view
+    ).then(**explain_event)
+    head["ckpt_files"].upload(
+        upload_checkpoint,
+        [head["ckpt_files"], state],
+        [head["ckpt_status"], state, shell.model_dd],
+        api_visibility="private",
+    )  # a refused file: a sentence beside it, the menu untouched
+    _open(demo, shell, head, ex, model_view, explain_event)
+    demo.load(None, head["large"], None, js=LARGE_TYPE_JS)
+    demo.load(None, None, width, js="() => window.innerWidth")
+    demo.unload(release_session)
+
+
+def _open(demo: gr.Blocks, shell: Shell, head: dict, ex: dict, model_view: dict, explain_event: dict) -> None:
+    """The page opening: a link's view set first (vitviz.app.link), the visitor's record made to follow what the
+    page shows, the controls fitted to the model, then every picture drawn; and *Copy a link to this view*."""
+    state, wanted = shell.state, gr.JSON(visible=False)  # what a link asks of the model and its controls
+    outputs = [{"wanted": wanted, "note": shell.model_note}.get(k) or ex[k] for k in link.OPENED]
+    load = demo.load(link.opened, [shell.model_dd, state], outputs, api_visibility="private")
+    load = load.then(
+        choices.opening, [ex["image"], wanted, head["large"], ex["numbers"], state], state, api_visibility="private"
+    )
+    changed = switch.model_changed(ex, shell)
+    fitted = {**changed, "fn": link.fit, "inputs": [wanted, *changed["inputs"][1:]]}
+    load.then(**fitted, api_visibility="private").then(
+        switch.gallery_mark, state, ex["examples"], api_visibility="private", queue=False
+    ).then(**model_view).then(**explain_event)
+    asked = [shell.model_dd, ex["target"], ex["method"], ex["layer"], ex["head"], ex["patch"], ex["fusion"]]
+    head["link"].click(
+        link.view_query, [*asked, ex["discard"], ex["image"], state], head["link_url"], api_visibility="private"
+    ).then(None, head["link_url"], head["link_url"], js=link.COPY_JS, queue=False, api_visibility="private")
+
+
+SHARED_CHOICES = (  # Explore's control, and the same choice on another tab
+    ("patch", "steps:token"),
+    ("layer", "steps:which_block"),
+    ("target", "compare:target"),
+    ("method", "compare:method"),
+    ("fusion", "compare:fusion"),
+    ("discard", "compare:discard"),
+)
 
 
 def _exit_normally(*_):

@@ -47,7 +47,8 @@ def step_view(
         p, k = token_index(patch, model.layout)
         pixels = pixels_for(model, image)
         walk = v.steps.keep(image_key(model_key, model, pixels), lambda: steps.walk_image(model, pixels))
-        view, fresh = steps.render_steps(model, walk, b, p, v.steps.pictures, prefix=k)
+        with v.drawing():
+            view, fresh = steps.render_steps(model, walk, b, p, v.steps.pictures, prefix=k)
         if clamped:
             view.block_text = f"{clamped}\n\n{view.block_text}"
     return view, fresh, v
@@ -155,7 +156,8 @@ def build() -> dict:
     return c
 
 
-def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
+def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> dict:
+    """The tab's events; returns the event settings that redraw it while it is looked at."""
     inputs = [image, shell.model_dd, c["which_block"], c["token"], shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)
@@ -170,3 +172,4 @@ def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> None:
     c["to_cls"].click(lambda: -1, None, c["token"], api_visibility="private", queue=False)
     for name in CLICKABLE:
         c[name].select(picker(name), inputs, c["token"], api_visibility="private", preprocess=False)
+    return {**page, "fn": follow}

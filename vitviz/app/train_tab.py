@@ -151,7 +151,7 @@ def _train(form: tuple, state: Visitor | None, request: gr.Request | None, page:
                 yield RUN.reply(status="Stopped before it started: you left the line.", state=v)
                 return
             yield _waiting(place.ahead(), v)
-        for up in stream(cfg, stop, note=capped, others=ACTIVITY.recent):
+        for up in stream(cfg, stop, note=capped, others=ACTIVITY.recent, style=v.crossing.style()):
             yield _outputs(up, v)
     finally:
         STOPS.clear(key, stop)
@@ -190,7 +190,7 @@ def _outputs(up: live.Update, v) -> tuple:
     menus = {}
     if up.done and up.model is not None:
         v.forget_session_models()
-        v.models["session"] = loaded(up.model)
+        v.models["session"] = loaded(up.model)  # its card names it as the visitor's run, with its record
         v.models.update({f"session@{e}": loaded(m) for e, m in up.snapshots.items()})
         choices = model_choices() + [
             (f"Trained in this session, after epoch {e}", f"session@{e}") for e in sorted(up.snapshots)
@@ -304,14 +304,22 @@ def build() -> dict:
             c["progress"] = gr.HTML(progress_html(0.0))
             c["curves"] = pic("Loss and accuracy", "curves", show_label=True, value=live.empty_curves())
             help_line(
-                "Grey: the training loss of each step. Orange dots: accuracy on a small held-out sample "
-                f"every {live.QUICK_VAL_EVERY_S} s; circles: every held-out image at each epoch's end. "
-                "Chance is 10% for both data sets."
+                "Grey: the training loss of each step. Orange dots: a small held-out sample every "
+                f"{live.QUICK_VAL_EVERY_S} s. Circles, once an epoch has ended: blue, the mean of that epoch's "
+                "steps (drawn at its middle); orange, every held-out image at its end; a star, the held-out "
+                "images where a run was stopped. Chance is 10% for both data sets."
+            )
+            help_line(
+                "**Why validation loss can sit below training loss:** training images are augmented (random "
+                "crops and flips) and scored against smoothed labels (label smoothing 0.1 gives no image a full "
+                "1.0), which both raise their loss; held-out images get neither. The model is not doing better on "
+                "images it has never seen."
             )
             c["probes"] = pic("Attention rollout on fixed probe images", "probes")
             help_line(
-                "The same held-out images all run long: where the model looks (rollout from CLS), and what it "
-                "predicts. Attention starts spread out and gathers on the object as the model learns."
+                "The same held-out images all run long, redrawn every few seconds while it learns: where the model "
+                "looks (rollout from CLS), and what it predicts. Attention starts spread out and gathers on the "
+                "object as the model learns."
             )
             c["pos"] = pic("Positional-embedding similarity", "train-pos")
             help_line(
@@ -360,4 +368,6 @@ def wire(c: dict, shell: Shell, compare_menus: list, demo: gr.Blocks) -> None:
         train_page, **run, api_visibility="private"
     ).then(idle_buttons, shell.state, buttons, queue=False, api_visibility="private")
     c["stop"].click(stop_run, None, c["status"], api_name="stop", queue=False)
-    c["use"].click(explore_trained, shell.state, [shell.model_dd, shell.tabs], api_visibility="private")
+    c["use"].click(explore_trained, shell.state, [shell.model_dd, shell.tabs], api_visibility="private").then(
+        None, None, None, js="() => window.scrollTo({top: 0})", queue=False, api_visibility="private"
+    )  # the menu and the image in view, not the Train tab's scroll position

@@ -7,6 +7,7 @@ is that tab's `TabState`, kept under one cache key (`image_key`), so that no tab
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 from vitviz.app.picfiles import REPLIES, PictureFiles
 from vitviz.models.loaded import LoadedViT
 from vitviz.pictures.explore import PictureCache
+from vitviz.pictures.style import Style, drawn_with
 from vitviz.runtime import memory
 
 DEFAULT_EXAMPLE = 3  # the gallery image the page opens on
@@ -66,6 +68,12 @@ class Crossing:
     menu_note: str = ""  # why the chosen model could not be had, said until the visitor picks again
     toggled: set = field(default_factory=set)  # patches clicked on Take patches away: hidden, or shown again
     large: bool = False  # Large type: the pictures' own text drawn larger
+    numbers: bool = True  # patch numbers on the input's grid
+    narrow: bool = False  # a phone-sized screen: wide pictures' titles at the left, curves stacked
+
+    def style(self) -> Style:
+        """How this visitor's pictures are drawn."""
+        return Style.of(large=self.large, numbers=self.numbers, narrow=self.narrow)
 
     def selected(self) -> int:
         """The gallery's selected index: the example shown, or none."""
@@ -89,6 +97,22 @@ class Visitor:
     explore: TabState = field(default_factory=TabState)  # result: the Explanation
     steps: TabState = field(default_factory=TabState)  # result: the steps.Walk
     removal: TabState = field(default_factory=TabState)  # result: the removal.Study
+
+    def drawing(self) -> contextlib.AbstractContextManager:
+        """Draw in this visitor's style inside the block."""
+        return drawn_with(self.crossing.style())
+
+    def restyle(self, **changes) -> bool:
+        """Change how pictures are drawn (large, numbers, narrow); True if anything changed (the kept pictures are
+        let go: the next answers draw them anew)."""
+        before = self.crossing.style()
+        for name, value in changes.items():
+            setattr(self.crossing, name, bool(value))
+        if self.crossing.style() == before:
+            return False
+        for tab in self.tabs():
+            tab.pictures.clear()
+        return True
 
     def tabs(self) -> tuple[TabState, ...]:
         return (self.explore, self.steps, self.removal)

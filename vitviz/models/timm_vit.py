@@ -166,7 +166,7 @@ def create(name: str, pretrained: bool = True, checkpoint: str | Path | None = N
             skeleton = timm.create_model(name, pretrained=False)
     except (TypeError, RuntimeError, ValueError, KeyError) as e:
         raise TimmError(
-            f"{name} could not be built: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}."
+            f"{name} could not be built: {str(e).splitlines()[0][:200] if str(e) else 'timm gave no reason'}."
         ) from None
     check_supported(skeleton, name)
     kw = {"pretrained": pretrained and checkpoint is None}

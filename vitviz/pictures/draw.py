@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from PIL import Image, ImageDraw, ImageFont
 
+from vitviz.pictures.style import current, px
+
 BG = (255, 255, 255)
 HIGHLIGHT = (0, 230, 255)
 
@@ -131,7 +133,8 @@ def draw_grid(
     """Patch grid lines over a square picture, each patch numbered (row-major, from 0), one highlighted."""
     im = (img if isinstance(img, Image.Image) else Image.fromarray(np.asarray(img))).convert("RGBA")
     S = im.width
-    im = Image.alpha_composite(im, _grid_layer(S, grid, numbers, color)).convert("RGB")
+    size = number_size(S / grid, str(grid * grid - 1)) if numbers and current().numbers else None
+    im = Image.alpha_composite(im, _grid_layer(S, grid, size, color)).convert("RGB")
     if highlight is not None and 0 <= highlight < grid * grid:
         step = S / grid
         r, c = divmod(highlight, grid)
@@ -141,9 +144,19 @@ def draw_grid(
     return im
 
 
+def number_size(step: float, widest: str) -> int | None:
+    """The font size for patch numbers on patches `step` pixels wide: as large as the style asks, but small
+    enough that the widest number (outlined) covers at most a corner (half the width, half the height) of its
+    patch; None where even the smallest readable size would not fit."""
+    for size in range(px(10), 6, -1):
+        if font(size).getlength(widest) + 3 <= step / 2 and size + 3 <= step / 2:
+            return size
+    return None
+
+
 @functools.lru_cache(maxsize=32)
-def _grid_layer(S: int, grid: int, numbers: bool, color: tuple) -> Image.Image:
-    """The lines and numbers of a patch grid on a transparent layer, drawn once per size."""
+def _grid_layer(S: int, grid: int, size: int | None, color: tuple) -> Image.Image:
+    """The lines and numbers (at `size`; None: no numbers) of a patch grid on a transparent layer, drawn once."""
     layer = Image.new("RGBA", (S, S), (0, 0, 0, 0))
     d = ImageDraw.Draw(layer)
     step = S / grid
@@ -151,8 +164,8 @@ def _grid_layer(S: int, grid: int, numbers: bool, color: tuple) -> Image.Image:
         x = round(i * step)
         d.line([(x, 0), (x, S)], fill=(*color, 255), width=1)
         d.line([(0, x), (S, x)], fill=(*color, 255), width=1)
-    if numbers and step >= 14:
-        f = font(max(8, min(14, int(step / 3))))
+    if size:
+        f = font(size)
         for k in range(grid * grid):
             r, c = divmod(k, grid)
             d.text(
@@ -160,7 +173,7 @@ def _grid_layer(S: int, grid: int, numbers: bool, color: tuple) -> Image.Image:
                 str(k),
                 fill=(255, 255, 255, 255),
                 font=f,
-                stroke_width=2,
+                stroke_width=1,
                 stroke_fill=(0, 0, 0, 255),
             )
     return layer
@@ -178,6 +191,7 @@ def tile(
     (`col_colors`: one RGB colour per top label)."""
     rows, cols = len(images), max(len(r) for r in images)
     h, w = images[0][0].shape[:2]
+    label_size = px(label_size)
     frame = _tile_frame(
         rows,
         cols,
@@ -198,8 +212,10 @@ def tile(
     return canvas
 
 
-def tile_margins(row_labels: tuple, has_cols: bool, size: int = 14) -> tuple[int, int]:
-    """(left, top): where `tile` puts its first tile, after the row and column labels."""
+def tile_margins(row_labels: tuple, has_cols: bool, size: int | None = None) -> tuple[int, int]:
+    """(left, top): where `tile` puts its first tile, after the row and column labels (at `size`; None: as
+    `tile` draws them by default)."""
+    size = px(14) if size is None else size
     left = 8 + int(max(font(size).getlength(lab) for lab in row_labels)) if row_labels else 0
     return left, (size + 7 if has_cols else 0)
 
@@ -247,10 +263,12 @@ def lens_grid(
     written in its cell (the logit lens: a row a block, a column a class)."""
     p = as_array(probs)
     w, h = cell
+    size = px(13)
+    f = font(size)
+    w, h = max(w, round(w * current().text)), max(h, size + 8)
     cells = np.repeat(np.repeat(colorize(p, cmap, 0.0, 1.0), h, 0), w, 1)
-    f = font(13)
     left = 8 + int(max(f.getlength(lab) for lab in row_labels))
-    top = 20
+    top = size + 7
     canvas = Image.new("RGB", (left + cells.shape[1] + 2, top + cells.shape[0] + 2), BG)
     canvas.paste(Image.fromarray(cells), (left, top))
     d = ImageDraw.Draw(canvas)
@@ -258,11 +276,11 @@ def lens_grid(
         lab = lab if f.getlength(lab) <= w - 4 else lab[: max(1, int(len(lab) * (w - 8) / f.getlength(lab)))] + "."
         d.text((left + c * w + (w - f.getlength(lab)) / 2, 2), lab, fill=(40, 40, 40), font=f)
     for r, lab in enumerate(row_labels):
-        d.text((4, top + r * h + (h - 13) / 2), lab, fill=(40, 40, 40), font=f)
+        d.text((4, top + r * h + (h - size) / 2), lab, fill=(40, 40, 40), font=f)
         c = int(np.argmax(p[r]))
         text = f"{100 * p[r, c]:.0f}%"
         d.text(
-            (left + c * w + (w - f.getlength(text)) / 2, top + r * h + (h - 13) / 2),
+            (left + c * w + (w - f.getlength(text)) / 2, top + r * h + (h - size) / 2),
             text,
             fill=(0, 0, 0) if p[r, c] > 0.6 else (255, 255, 255),
             font=f,
@@ -325,13 +343,18 @@ def similarity_map(sim: torch.Tensor, position: int, size: int = 256, cmap: str 
     return np.asarray(draw_grid(img, g, numbers=False, highlight=position, color=(60, 60, 60)))
 
 
-def components_image(comps: torch.Tensor, tile_size: int = 48, cols: int = 8) -> np.ndarray:
-    """(k, C, p, p) components in [0, 1] -> a grid of small pictures (the ViT paper's Figure 7, left)."""
-    c = as_array(comps)
+def component_tiles(comps: torch.Tensor, tile_size: int = 48) -> list[np.ndarray]:
+    """(k, C, p, p) components in [0, 1] -> k small RGB pictures, `tile_size` square."""
     tiles = []
-    for comp in c:
+    for comp in as_array(comps):
         arr = (np.transpose(comp, (1, 2, 0)) * 255).astype(np.uint8)
         tiles.append(np.asarray(Image.fromarray(to_rgb(arr)).resize((tile_size, tile_size), Image.NEAREST)))
+    return tiles
+
+
+def components_image(comps: torch.Tensor, tile_size: int = 48, cols: int = 8) -> np.ndarray:
+    """(k, C, p, p) components in [0, 1] -> a grid of small pictures (the ViT paper's Figure 7, left)."""
+    tiles = component_tiles(comps, tile_size)
     rows = [tiles[i : i + cols] for i in range(0, len(tiles), cols)]
     while len(rows[-1]) < cols and len(rows) > 1:
         rows[-1].append(np.full_like(tiles[0], 255))

@@ -173,8 +173,9 @@ class ModelSummary:
     """The Model tab's pictures that depend only on the model (and its example images), computed once."""
 
     similarity: torch.Tensor  # (P, P) positional-embedding cosine similarity
-    distance: np.ndarray  # the mean-attention-distance figure
-    components: np.ndarray  # the patch-embedding filters' principal components
+    distances: torch.Tensor  # (L, H) mean attention distance of every head, in pixels
+    uniform: float  # the distance uniform attention would give
+    components: torch.Tensor  # (k, C, p, p) the patch-embedding filters' principal components, each in [0, 1]
     variance: torch.Tensor  # (k,) their explained variance ratio
     card: str  # the model card, markdown
     images: int  # how many images the distances average over
@@ -194,20 +195,48 @@ def distance_over_batch(model: LoadedViT, images: list[np.ndarray], batch_size: 
 
 
 def summarise_model(model: LoadedViT, images: list[np.ndarray]) -> ModelSummary:
-    """The expensive part of the Model tab: attention distances over `images`, the SVD, the figure."""
+    """The expensive part of the Model tab: attention distances over `images`, the SVD (no pictures: they are
+    drawn for each visitor, in their style)."""
     cfg = loaded(model).card.config
     comps, var = I.patch_embed_components(model, 16)
-    dist = distance_over_batch(model, images)
     N = 1 + cfg.num_patches
-    uniform = float(I.mean_attention_distance(torch.full((1, 1, 1, N, N), 1.0 / N), cfg.patch_size))
-    fig = FG.distance_figure(dist, f"Mean attention distance over {len(images)} images", uniform)
     return ModelSummary(
         similarity=I.pos_embed_similarity(model),
-        distance=FG.figure_to_array(fig),
-        components=R.components_image(comps),
+        distances=distance_over_batch(model, images),
+        uniform=float(I.mean_attention_distance(torch.full((1, 1, 1, N, N), 1.0 / N), cfg.patch_size)),
+        components=comps,
         variance=var,
         card=model_card(model),
         images=len(images),
+    )
+
+
+def distance_picture(s: ModelSummary) -> np.ndarray:
+    fig = FG.distance_figure(s.distances, f"Mean attention distance over {s.images} images", s.uniform)
+    return FG.figure_to_array(fig)
+
+
+def components_picture(s: ModelSummary, cols: int = 8) -> np.ndarray:
+    """The principal components, each labelled with its number and its share of the filters' variance."""
+    one = R.component_tiles(s.components, tile_size=64)
+    rows = []
+    for start in range(0, len(one), cols):
+        part = one[start : start + cols]
+        labels = [f"{start + i + 1}: {100 * float(s.variance[start + i]):.0f}%" for i in range(len(part))]
+        rows.append(R.tile([part], col_labels=labels))
+    width = max(r.shape[1] for r in rows)
+    grid = np.concatenate([np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0)), constant_values=255) for r in rows])
+    return panel(
+        grid,
+        "The patch embedding's main directions (principal components): number, share of the variance",
+        note=f"Together {100 * float(s.variance.sum()):.0f}% of the filters' variance. "
+        + (
+            "Each drawn as a colour picture, its red, green and blue stretched from its lowest (dark) to its highest "
+            "(bright) value; mid-grey is not zero."
+            if s.components.shape[1] == 3
+            else "Each from its lowest (dark) to its highest (bright) value."
+        ),
+        min_width=300,
     )
 
 
@@ -261,6 +290,10 @@ def model_card(model: LoadedViT) -> str:
     return "\n".join(rows)
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def _training_line(card) -> str:
     t, m = card.train, card.metrics
     epochs = m.get("epoch", t.get("epochs"))
@@ -273,7 +306,8 @@ def _training_line(card) -> str:
         f"{t.get('label_smoothing')}, augmentation {'on' if t.get('augment') else 'off'}"
         + (f", CutMix/Mixup {t['mix']}" if t.get("mix") else "")
         + (f", random erasing {t['erase']}" if t.get("erase") else "")
-        + (f"; {seconds / 60:.0f} min of training" if isinstance(seconds, (int, float)) and seconds else "")
+        + (f", {m['step']:,} steps" if isinstance(m.get("step"), int) else "")
+        + (f"; {_duration(seconds)} of training" if isinstance(seconds, (int, float)) and seconds else "")
         + (
             f"; the weights averaged over epochs {min(averaged):g}-{max(averaged):g}"
             if averaged and all(isinstance(e, (int, float)) for e in averaged)

@@ -15,12 +15,28 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from vitviz.pictures.draw import as_array
+from vitviz.pictures.style import current
 
 
 def figure_to_array(fig: Figure) -> np.ndarray:
+    """The figure as an (H, W, 3) picture, its text enlarged first where the style asks (Large type)."""
+    scale = current().text
+    if scale != 1.0:
+        _enlarge_text(fig, scale)
+        fig.tight_layout()
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
+
+
+def _enlarge_text(fig: Figure, scale: float) -> None:
+    """Every text of the figure (titles, axis labels, tick labels, legends, notes) `scale` times larger."""
+    for text in fig.findobj(matplotlib.text.Text):
+        text.set_fontsize(text.get_fontsize() * scale)
+    for ax in fig.axes:  # ticks are made anew when drawn: their size is the axis's
+        ticks = ax.xaxis.get_ticklabels() + ax.yaxis.get_ticklabels()
+        size = ticks[0].get_fontsize() if ticks else 10 * scale
+        ax.tick_params(labelsize=size)
 
 
 def distance_figure(dist: torch.Tensor, title: str = "Mean attention distance", uniform: float | None = None) -> Figure:
@@ -53,12 +69,16 @@ def curves_figure(
     history: list[dict], steps: list[tuple[float, float]] | None = None, quick: list[dict] | None = None
 ) -> Figure:
     """Loss and accuracy against epochs: per-step training loss (if given), quick validations on a small
-    held-out sample (if given), and per-epoch train/validation figures. Accuracy in percent, 0 to 100."""
-    fig = Figure(figsize=(8, 3.2), dpi=100)
-    ax1, ax2 = fig.subplots(1, 2)
+    held-out sample (if given), and the figures of each epoch that ended: its training loss and accuracy, the
+    mean of its own steps, drawn at its middle (where the step curve they average runs), and its validation at
+    its end. A last, unfinished epoch (a stopped run) gets only its validation, as a star. Accuracy in percent,
+    0 to 100. On a narrow screen (vitviz.pictures.style) the two plots stand one above the other."""
+    narrow = current().narrow
+    fig = Figure(figsize=(4.0, 5.4) if narrow else (8, 3.2), dpi=100)
+    ax1, ax2 = fig.subplots(2, 1) if narrow else fig.subplots(1, 2)
     if steps:
         e, l_ = zip(*steps)
-        ax1.plot(e, l_, color="#bbbbbb", lw=1, label="train loss (steps)")
+        ax1.plot(e, l_, color="#bbbbbb", lw=1, label="train loss (each step)")
     if quick:
         n = quick[-1].get("images", "")
         ep = [q["epoch"] for q in quick]
@@ -74,12 +94,18 @@ def curves_figure(
             lw=1,
             label=f"validation ({n} images, often)",
         )
-    if history:
-        ep = [h["epoch"] for h in history]
-        ax1.plot(ep, [h["train_loss"] for h in history], "o-", color="C0", label="train loss")
-        ax1.plot(ep, [h["val_loss"] for h in history], "o-", color="C1", label="validation loss")
-        ax2.plot(ep, [100 * h["train_acc"] for h in history], "o-", color="C0", label="train (epoch)")
-        ax2.plot(ep, [100 * h["val_acc"] for h in history], "o-", color="C1", label="validation (epoch)")
+    ended = [h for h in history if h["epoch"] >= 1 and abs(h["epoch"] - round(h["epoch"])) < 1e-3]
+    if ended:
+        ep = [h["epoch"] for h in ended]
+        mid = [e - 0.5 for e in ep]
+        ax1.plot(mid, [h["train_loss"] for h in ended], "o-", color="C0", label="train loss (epoch mean)")
+        ax1.plot(ep, [h["val_loss"] for h in ended], "o-", color="C1", label="validation loss (epoch end)")
+        ax2.plot(mid, [100 * h["train_acc"] for h in ended], "o-", color="C0", label="train (epoch mean)")
+        ax2.plot(ep, [100 * h["val_acc"] for h in ended], "o-", color="C1", label="validation (epoch end)")
+    last = history[-1] if history and history[-1] not in ended else None
+    if last is not None:
+        ax1.plot([last["epoch"]], [last["val_loss"]], "*", ms=11, color="C1", label="validation at the stop")
+        ax2.plot([last["epoch"]], [100 * last["val_acc"]], "*", ms=11, color="C1", label="validation at the stop")
     ax1.set_xlabel("epoch")
     ax1.set_ylabel("loss")
     ax2.set_xlabel("epoch")

@@ -14,6 +14,7 @@ from PIL import Image, ImageDraw
 from vitviz.pictures import draw as R
 from vitviz.pictures.explanation import display_size
 from vitviz.pictures.panels import panel
+from vitviz.pictures.style import px
 
 
 def main_size(cfg: ViTConfig) -> int:
@@ -54,8 +55,11 @@ def sees_picture(pixels: np.ndarray, g: int, S: int, patch: int | None) -> np.nd
     canvas.paste(grid, (0, 0))
     d = ImageDraw.Draw(canvas)
     d.rectangle([x0, y0, x1 - 1, y1 - 1], fill=(60, 60, 70))
-    f = R.font(14)
-    d.text((x0 + (x1 - x0 - f.getlength("CLS")) / 2, y0 + (y1 - y0 - 14) / 2 - 1), "CLS", fill=(255, 255, 255), font=f)
+    size = px(14)
+    f = R.font(size)
+    d.text(
+        (x0 + (x1 - x0 - f.getlength("CLS")) / 2, y0 + (y1 - y0 - size) / 2 - 1), "CLS", fill=(255, 255, 255), font=f
+    )
     if patch is None:
         d.rectangle([x0, y0, x1 - 1, y1 - 1], outline=R.HIGHLIGHT, width=3)
     return np.asarray(canvas)

@@ -6,7 +6,8 @@ with the values' own numbers, what a value is (attention weight, relevance, cosi
 similarity) and whether the panels of a picture share one scale. A map with nothing
 to show (all values equal) becomes `message_panel`, a sentence instead of a flat colour.
 Pictures are uint8 (H, W, 3) arrays; text is drawn at least 14 px high, so it stays
-12 px or more when the page shows a picture a little smaller than its size.
+12 px or more when the page shows a picture a little smaller than its size (larger with the
+visitor's Large type: vitviz.pictures.style).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from vitviz.pictures.draw import BG, colour_table, font
+from vitviz.pictures.style import NARROW_PX, current, px
 
 TITLE_PX = 15
 TEXT_PX = 14
@@ -100,27 +102,32 @@ def _bar(width: int, height: int, cmap: str) -> np.ndarray:
     return bar
 
 
-@functools.lru_cache(maxsize=256)
 def colorbar(width: int, scale: Scale) -> np.ndarray:
     """The colour bar of `scale`, `width` wide: the gradient, its end (and middle) values, what they are."""
+    return _colorbar(width, scale, px(TEXT_PX))
+
+
+@functools.lru_cache(maxsize=256)
+def _colorbar(width: int, scale: Scale, size: int) -> np.ndarray:
     margin = 10 if width >= 120 else 2
     w = width - 2 * margin
-    canvas = Image.new("RGB", (width, 12 + 4 + TEXT_PX + 4), BG)
-    canvas.paste(Image.fromarray(_bar(w, 12, scale.cmap)), (margin, 2))
+    bar_h = max(12, size - 2)
+    canvas = Image.new("RGB", (width, bar_h + 4 + size + 4), BG)
+    canvas.paste(Image.fromarray(_bar(w, bar_h, scale.cmap)), (margin, 2))
     d = ImageDraw.Draw(canvas)
-    f = font(TEXT_PX)
+    f = font(size)
     lo, mid, hi = scale.ticks()
-    y = 16
+    y = bar_h + 4
     d.text((margin, y), lo, fill=INK, font=f)
     room = w - f.getlength(lo) - f.getlength(hi)
     if mid and room > f.getlength(mid) + 16:  # the middle value only where it does not crowd the ends
         d.text((margin + (w - f.getlength(mid)) / 2, y), mid, fill=INK, font=f)
     if room < 8:  # too narrow for both ends on one line: the high end goes under, at the right
-        canvas = _taller(canvas, TEXT_PX + 4)
+        canvas = _taller(canvas, size + 4)
         d = ImageDraw.Draw(canvas)
-        y += TEXT_PX + 4
+        y += size + 4
     d.text((margin + w - f.getlength(hi), y), hi, fill=INK, font=f)
-    caption = text_block(f"{scale.what} ({scale.shared})", width, TEXT_PX, GREY)
+    caption = text_block(f"{scale.what} ({scale.shared})", width, size, GREY)
     return np.concatenate([np.asarray(canvas), caption])
 
 
@@ -141,23 +148,36 @@ def _fit(img: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def panel(img: np.ndarray, title: str, scale: Scale | None = None, min_width: int = 0) -> np.ndarray:
+def title_block(title: str, width: int) -> np.ndarray:
+    """A picture's title, `width` wide: centred over it; on a narrow screen, over a wide picture, wrapped to the
+    screen's width at the left, so that it reads before the picture is scrolled."""
+    size = px(TITLE_PX)
+    if current().narrow and width > NARROW_PX + 40:
+        block = text_block(title, NARROW_PX, size, INK, centre=False)
+        out = np.full((block.shape[0], width, 3), BG, np.uint8)
+        out[:, :NARROW_PX] = block
+        return out
+    return text_block(title, width, size, INK)
+
+
+def panel(img: np.ndarray, title: str, scale: Scale | None = None, min_width: int = 0, note: str = "") -> np.ndarray:
     """The picture under its title (none: ""), with the colour bar of `scale` under it (none for a plain
-    picture). Nothing is added above or left of a picture without a title, so clicks on it keep their place."""
+    picture), and `note` under that: what its colours are where no bar can say it (an RGB picture). Nothing is
+    added above or left of a picture without a title, so clicks on it keep their place."""
     img = np.asarray(img)
     width = max(img.shape[1], min_width)
-    parts = ([text_block(title, width, TITLE_PX, INK)] if title else []) + [
-        img if width == img.shape[1] else _fit(img, width)
-    ]
+    parts = ([title_block(title, width)] if title else []) + [img if width == img.shape[1] else _fit(img, width)]
     if scale is not None:
-        parts.append(_fit(colorbar(min(width, 320), scale), width))
+        parts.append(_fit(colorbar(min(width, round(320 * max(1.0, current().text))), scale), width))
+    if note:
+        parts.append(text_block(note, width, px(TEXT_PX), GREY))
     return np.concatenate(parts)
 
 
 def message_panel(size: int, title: str, message: str) -> np.ndarray:
     """A square with a sentence instead of a map: for a map that has nothing to show."""
     box = np.full((size, size, 3), 238, np.uint8)
-    text = text_block(message, size - 24, TEXT_PX, INK, bg=(238, 238, 238))
+    text = text_block(message, size - 24, px(TEXT_PX), INK, bg=(238, 238, 238))
     h = min(text.shape[0], size - 8)
     y = (size - h) // 2
     box[y : y + h, 12 : 12 + text.shape[1]] = text[:h]

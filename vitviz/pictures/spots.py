@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vitviz.pictures.panels import TITLE_PX, text_block
+from vitviz.pictures.panels import title_block
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def moved(spots: list[Spot], dx: float, dy: float) -> list[Spot]:
 def under_title(spots: list[Spot], title: str, width: int, picture_width: int) -> list[Spot]:
     """The spots of a picture once `panels.panel(picture, title, ..., min_width)` has put it, `width` wide,
     under its title and centred."""
-    dy = text_block(title, width, TITLE_PX).shape[0] if title else 0
+    dy = title_block(title, width).shape[0] if title else 0
     return moved(spots, max(0, (width - picture_width) // 2), dy)
 
 

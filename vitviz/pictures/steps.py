@@ -29,6 +29,7 @@ from vitviz.pictures.explanation import nearest_one_based
 from vitviz.pictures.explore import PictureCache, lens_panel, locks_in
 from vitviz.pictures.input_view import cls_box, main_size, sees_picture
 from vitviz.pictures.panels import Scale, message_panel, panel
+from vitviz.pictures.style import px
 
 
 @dataclass
@@ -117,20 +118,22 @@ def _sequence(pixels: np.ndarray, g: int, patch: int | None, first: int) -> tupl
     cell = max(20, min(36, 560 // min(g * g, 16)))
     per_row = min(g * g, 16 if g <= 8 else 28)
     rows = -(-g * g // per_row)
-    canvas = Image.new("RGB", (per_row * (cell + 4) + 4, rows * (cell + 18) + 4), R.BG)
+    label = px(13 if cell >= 24 else 11)
+    below = label + 5  # room for the number under each tile
+    canvas = Image.new("RGB", (per_row * (cell + 4) + 4, rows * (cell + below) + 4), R.BG)
     d = ImageDraw.Draw(canvas)
-    f = R.font(13 if cell >= 24 else 11)
+    f = R.font(label)
     for k in range(g * g):
         r, c = divmod(k, g)
         tile = Image.fromarray(np.ascontiguousarray(img[r * p : (r + 1) * p, c * p : (c + 1) * p])).resize(
             (cell, cell), Image.NEAREST
         )
-        x, y = 4 + (k % per_row) * (cell + 4), 4 + (k // per_row) * (cell + 18)
+        x, y = 4 + (k % per_row) * (cell + 4), 4 + (k // per_row) * (cell + below)
         canvas.paste(tile, (x, y))
         d.text((x, y + cell + 1), str(k), fill=(40, 40, 40), font=f)
         if k == patch:
             d.rectangle([x - 2, y - 2, x + cell + 1, y + cell + 1], outline=R.HIGHLIGHT, width=2)
-    return np.asarray(canvas), [SP.Spot(2, 2, cell + 4, cell + 18, per_row, rows, first, g * g)]
+    return np.asarray(canvas), [SP.Spot(2, 2, cell + 4, cell + below, per_row, rows, first, g * g)]
 
 
 def _filters(model: LoadedViT, k: int = 16) -> np.ndarray:
@@ -139,11 +142,16 @@ def _filters(model: LoadedViT, k: int = 16) -> np.ndarray:
     lo = w.flatten(1).amin(1)[:, None, None, None]
     hi = w.flatten(1).amax(1)[:, None, None, None]
     grid = R.components_image((w - lo) / (hi - lo).clamp_min(1e-12), tile_size=32, cols=8)
-    return panel(
-        grid,
-        f"The first {len(w)} of {weight.shape[0]} filters",
-        Scale("filter weight, as a colour picture", 0, 1, "each filter its own range", cmap="gray", relative=True),
-    )
+    title = f"The first {len(w)} of {weight.shape[0]} filters"
+    if w.shape[1] == 1:  # one channel: a grey bar says it all
+        return panel(grid, title, Scale("filter weight", 0, 1, "each filter its own range", cmap="gray", relative=True))
+    return panel(grid, title, note=FILTER_COLOURS)
+
+
+FILTER_COLOURS = (
+    "Each filter drawn as a colour picture: its red, green and blue weights stretched from the filter's lowest "
+    "(dark) to its highest (bright); mid-grey is not zero."
+)
 
 
 def _bars(model: LoadedViT, w: Walk) -> np.ndarray:

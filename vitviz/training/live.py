@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 import copy
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +29,12 @@ import torch
 from vitviz.data.datasets import Dataset, load_dataset, normalize
 from vitviz.explain import interpret as I
 from vitviz.models import checkpoint
+from vitviz.models.card import DATASET_NAMES, card_of, describe
 from vitviz.models.loaded import loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures import figures as FG
 from vitviz.pictures.panels import Scale, panel
+from vitviz.pictures.style import Style, drawn_with
 from vitviz.runtime import scratch
 from vitviz.training.batches import check_batch
 from vitviz.training.loop import TrainConfig, train
@@ -70,8 +72,8 @@ def data_note() -> str:
         src = find_source("cifar10") or find_source("mnist")
     except DataUnavailable as e:
         return f"**Training data problem:** {e}. The rest of the app works."
-    if src is not None:
-        return f"Training data: the local copy at `{src.parent if src.is_file() else src}`."
+    if src is not None:  # where on the server is nobody's business but the operator's
+        return "Training data: a copy on this machine (the operator sets VITVIZ_DATA)."
     return (
         "Training data: downloaded by torchvision on the first run (needs internet); without it, set "
         "VITVIZ_DATA to a folder or zip of CIFAR-10 / MNIST. The rest of the app works either way."
@@ -101,7 +103,7 @@ def run_config(device: torch.device, **settings) -> TrainConfig:
         eval_images=0,
         quick_val_every_s=QUICK_VAL_EVERY_S,
         quick_val_images=QUICK_VAL_IMAGES,
-        snapshot_every=50 if cpu else 200,
+        snapshot_every=1,  # the loop offers the model every step; the pictures are drawn every few seconds
         log_every=5 if cpu else 20,
     )
     return TrainConfig.parse(**{**policy, **settings})
@@ -230,12 +232,15 @@ def stream_run(
     cfg: TrainConfig,
     stop: threading.Event,
     every: float = 2.0,
-    snapshot_every_s: float = 8.0,
+    snapshot_every_s: float = 6.0,
     out_dir: str | None = None,
     note: str = "",
     others: Callable[[], int] | None = None,
+    style: Style = Style(),
 ) -> Iterator[Update]:
-    """Run training and yield `Update`s: at most one every `every` seconds, plus one per epoch and a final one."""
+    """Run training and yield `Update`s: at most one every `every` seconds, plus one per epoch and a final one;
+    the probe pictures are redrawn every `snapshot_every_s` seconds while it learns. Pictures are drawn in the
+    visitor's `style` (Large type, a phone's width)."""
     try:
         data = get_data(cfg.dataset)
     except Exception as e:
@@ -271,25 +276,28 @@ def stream_run(
             if now - last_emit >= every:
                 last_emit = now
                 yield Update(
-                    status=step_status(head, ev, pace), progress=ev["progress"], curves=_curves(history, steps, quick)
+                    status=step_status(head, ev, pace),
+                    progress=ev["progress"],
+                    curves=_curves(history, steps, quick, style),
                 )
         elif kind == "val":
             quick.append(ev)
-            yield Update(status=None, progress=None, curves=_curves(history, steps, quick))
+            yield Update(status=None, progress=None, curves=_curves(history, steps, quick, style))
         elif kind == "snapshot":
             if ev["at"] == "epoch":  # big models keep fewer copies: memory is shared by every visitor
                 small = sum(p.numel() for p in ev["model"].parameters()) <= 5_000_000
                 keep_snapshot(kept, int(ev["epoch"]), ev["model"], most=6 if small else 2)
             if ev["at"] == "epoch" or now - last_snap >= snapshot_every_s:
                 last_snap = now
-                probes, pos = render_snapshot(ev["model"], px, py, data.classes)
+                with drawn_with(style):
+                    probes, pos = render_snapshot(ev["model"], px, py, data.classes)
                 yield Update(status=None, progress=None, probes=probes, pos_tiles=pos)
         elif kind == "epoch":
             history.append(ev)
             yield Update(
                 status=f"{head}  \nepoch {ev['epoch']:g}: validation accuracy **{100 * ev['val_acc']:.1f}%**",
                 progress=None,
-                curves=_curves(history, steps, quick),
+                curves=_curves(history, steps, quick, style),
             )
         elif kind in ("done", "stopped", "error"):
             model = ev["model"]
@@ -298,13 +306,13 @@ def stream_run(
                     status=f"**The run stopped:** {ev['message']}",
                     progress=reached,
                     done=True,
-                    curves=_curves(history, steps, quick),
+                    curves=_curves(history, steps, quick, style),
                     stopped=True,
                 )
                 return
-            yield finished(
-                kind, ev, render_snapshot(model, px, py, data.classes), history, steps, quick, reached, out, kept
-            )
+            with drawn_with(style):
+                last = render_snapshot(model, px, py, data.classes), _curves(history, steps, quick, style)
+            yield finished(kind, ev, last, history, reached, out, kept, cfg)
             return
 
 
@@ -319,16 +327,16 @@ def step_status(head: str, ev: dict, pace: Pace) -> str:
 def finished(
     kind: str,
     ev: dict,
-    pictures: tuple[np.ndarray, np.ndarray],
+    pictures: tuple[tuple[np.ndarray, np.ndarray], np.ndarray],
     history: list[dict],
-    steps: list[tuple[float, float]],
-    quick: list[dict],
     reached: float,
     out: Path,
     kept: dict,
+    cfg: TrainConfig,
 ) -> Update:
-    """The last update of a run that finished or was stopped: its accuracy, its pictures, its model and files."""
-    probes, pos = pictures
+    """The last update of a run that finished or was stopped: its accuracy, its pictures ((probes, positions),
+    curves), its model and files."""
+    (probes, pos), curves = pictures
     acc = history[-1]["val_acc"] if history else float("nan")
     files = [str(p) for p in checkpoint.paths(out)] if ev.get("path") else []
     checkpoint.state_path(out).unlink(missing_ok=True)  # not offered
@@ -342,13 +350,40 @@ def finished(
         status=status,
         progress=1.0 if kind == "done" else reached,
         stopped=kind != "done",
-        curves=_curves(history, steps, quick),
+        curves=curves,
         probes=probes,
         pos_tiles=pos,
         done=True,
-        model=copy.deepcopy(ev["model"]).cpu().eval(),
+        model=run_record(copy.deepcopy(ev["model"]).cpu().eval(), cfg, history, ev["step"], ev["train_seconds"]),
         files=files,
-        snapshots=kept,
+        snapshots={e: run_record(m, cfg, [h for h in history if h["epoch"] <= e], None, None) for e, m in kept.items()},
+    )
+
+
+def run_record(model: ViT, cfg: TrainConfig, history: list[dict], step: int | None, seconds: float | None) -> ViT:
+    """The model of a run made in the app, its card naming it as the visitor's and keeping its record: data set,
+    settings, steps, time and held-out accuracy (the Model tab and Compare read it)."""
+    card = card_of(model)
+    last = history[-1] if history else {}
+    epoch = last.get("epoch")
+    whole = epoch is not None and abs(epoch - round(epoch)) < 1e-3
+    when = "" if step is not None else f", after epoch {epoch:g}" if whole else ""
+    metrics = {
+        "epoch": epoch,
+        "step": step if step is not None else last.get("step"),
+        "val_acc": last.get("val_acc"),
+        "val_loss": last.get("val_loss"),
+        "train_seconds": seconds if seconds is not None else last.get("elapsed"),
+    }
+    return describe(
+        model,
+        replace(
+            card,
+            name=f"Your {DATASET_NAMES.get(cfg.dataset, cfg.dataset)} ViT (trained here{when})",
+            train=asdict(cfg),
+            metrics={k: v for k, v in metrics.items() if v is not None},
+            history=tuple(history),
+        ),
     )
 
 
@@ -361,10 +396,11 @@ def keep_snapshot(kept: dict, epoch: int, model: ViT, most: int = 6) -> None:
         del kept[min(gaps)[1]]
 
 
-def empty_curves() -> np.ndarray:
+def empty_curves(style: Style = Style()) -> np.ndarray:
     """The curves before a run: the axes, already in percent 0 to 100."""
-    return _curves([], [])
+    return _curves([], [], (), style)
 
 
-def _curves(history, steps, quick=()) -> np.ndarray:
-    return FG.figure_to_array(FG.curves_figure(history, steps[-2000:], list(quick)))
+def _curves(history, steps, quick=(), style: Style = Style()) -> np.ndarray:
+    with drawn_with(style):
+        return FG.figure_to_array(FG.curves_figure(history, steps[-2000:], list(quick)))

@@ -291,7 +291,9 @@ def train(
             yield quick.event(model, run.step, time.perf_counter() - t0)
             meter.rate()  # evaluation time is not training time
         if snapshots and cfg.snapshot_every and run.step % cfg.snapshot_every == 0:
+            handed = time.perf_counter()
             yield snapshot_event("step", run.step, run.step / batches.per_epoch, model)
+            meter.t += time.perf_counter() - handed  # the pictures drawn from it are not training time
         if run.step % batches.per_epoch == 0:
             run.epoch += 1
             yield from end_epoch(run.epoch, time.perf_counter() - t0)

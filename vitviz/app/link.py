@@ -1,0 +1,155 @@
+"""A link to this view: a URL that reopens the page on the same model, image and choices.
+
+*Copy a link to this view* writes the visitor's view into the URL's query (`?model=cifar10&example=cifar10:7
+&token=21&class=cat&method=LeGrad&layer=3&head=1&fusion=mean&discard=0`), copies it and shows it; a teacher
+hands it to a class. Opening such a URL sets the controls from it before the page is first drawn. An uploaded
+image travels as its file on this server (`image=`), for as long as the server keeps it; then the link says
+so and the page shows an example. Every value read from a link is checked as a visitor's would be: a strange
+one is left at its default, and the sentence beside the menu says which.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from vitviz.app import switch
+from vitviz.app.inputs import FUSIONS
+from vitviz.app.visitor import Visitor, visitor
+from vitviz.data import gallery
+from vitviz.explain.methods import CLASS_MAPS
+
+FIELDS = ("model", "class", "method", "layer", "head", "token", "fusion", "discard")  # the controls, in order
+
+
+def view_query(
+    model_key: str,
+    target: str,
+    method: str,
+    layer: float,
+    head: float,
+    token: float,
+    fusion: str,
+    discard: float,
+    image: str | dict | None,
+    state: Visitor | None,
+) -> str:
+    """The query part of the link ("?model=...") for the view the visitor sees now."""
+    v = visitor(state)
+    values = dict(zip(FIELDS, (model_key, target, method, layer, head, token, fusion, discard)))
+    values = {k: _plain(x) for k, x in values.items() if x not in (None, "")}
+    c = v.crossing
+    if c.example is not None:
+        values["example"] = f"{c.image_gallery}:{c.example}"
+    else:
+        path = image.get("path") if isinstance(image, dict) else image
+        if path:
+            values["image"] = str(path)
+    return "?" + urlencode(values)
+
+
+def _plain(x: object) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+COPY_JS = (
+    "(q) => { const u = location.origin + location.pathname + q; "
+    "if (navigator.clipboard) navigator.clipboard.writeText(u).catch(() => {}); return u; }"
+)  # the full URL, copied where the browser lets the page write the clipboard, and shown either way
+
+
+def from_link(request: gr.Request | None, state: Visitor | None) -> tuple[dict, str, str | None]:
+    """What a link asks for: ({control: value} for the controls it sets, the sentence about what it could not
+    give, the image's path or None); nothing for a plain visit."""
+    params = dict(getattr(request, "query_params", None) or {})
+    wanted = {k: params[k] for k in FIELDS if k in params}
+    refused = []
+    for name, read in READ.items():
+        if name in wanted:
+            value = read(wanted.pop(name))
+            if value is None:
+                refused.append(name)
+            else:
+                wanted[name] = value
+    image, note = _image(params)
+    words = f"This link's {', '.join(refused)} could not be used; the defaults are shown instead." if refused else ""
+    return wanted, " ".join(n for n in (words, note) if n), image
+
+
+def _whole(lo: int) -> Callable[[str], int | None]:
+    def read(value: str) -> int | None:
+        try:
+            v = int(value)
+        except ValueError:
+            return None
+        return v if lo <= v < 100_000 else None
+
+    return read
+
+
+def _fraction(value: str) -> float | None:
+    try:
+        v = float(value)
+    except ValueError:
+        return None
+    return v if 0.0 <= v <= 0.99 else None
+
+
+READ: dict[str, Callable[[str], object]] = {  # each control's value from the link's text, or None
+    "method": lambda m: m if m in CLASS_MAPS else None,
+    "fusion": lambda f: f if f in FUSIONS else None,
+    "layer": _whole(1),
+    "head": _whole(1),
+    "token": _whole(-100_000),
+    "discard": _fraction,
+}
+
+
+def _image(params: dict) -> tuple[str | None, str]:
+    """(the image a link names, or None; the sentence when it is gone): an example, or a file this server keeps
+    (only under Gradio's own folder: a link cannot name any other file)."""
+    if "example" in params:
+        ds, _, index = params["example"].partition(":")
+        items = gallery.items(ds) if ds in ("cifar10", "mnist") else []
+        if index.isdigit() and int(index) < len(items):
+            return items[int(index)][0], ""
+        return None, "This link's example is not one of the app's."
+    if "image" in params:
+        root = Path(gr.utils.get_upload_folder()).resolve()
+        path = Path(params["image"]).resolve()
+        if root in path.parents and path.is_file() and os.access(path, os.R_OK):
+            return str(path), ""
+        return None, "The image of this link is no longer kept on the server: an example is shown instead."
+    return None, ""
+
+
+def opened(model_key: str, state: Visitor | None, request: gr.Request) -> tuple:
+    """The page opened: what the link asks of the model and its controls (for `fit`: the model, the class, the
+    layer, head and token, which only the model's own ranges can check), the method, fusion and discard
+    (gr.skip() where the link has none), the image, and the note for beside the menu."""
+    wanted, note, image = from_link(request, state)
+    fitted = {k: wanted[k] for k in ("model", "class", "layer", "head", "token") if k in wanted}
+    fitted.setdefault("model", model_key)
+    rest = [gr.skip() if wanted.get(k) is None else wanted[k] for k in ("method", "fusion", "discard")]
+    return (fitted, *rest, gr.skip() if image is None else image, note)
+
+
+OPENED = ("wanted", "method", "fusion", "discard", "image", "note")  # its outputs, by name
+
+
+def fit(wanted: dict | None, state: Visitor | None, target: str, layer: float, head: float, patch: float) -> tuple:
+    """The model change of the page's opening (vitviz.app.switch.controls_for) for the link's model, with the
+    link's class, layer, head and token where it gives them."""
+    w = wanted if isinstance(wanted, dict) else {}
+    return switch.controls_for(
+        str(w.get("model") or "cifar10"),
+        state,
+        w.get("class", target),
+        w.get("layer", layer),
+        w.get("head", head),
+        w.get("token", patch),
+    )
