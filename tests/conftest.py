@@ -61,6 +61,29 @@ def small_data(tmp_path_factory):
             os.environ[k] = v
 
 
+@pytest.fixture(scope="module")
+def browser(small_data):
+    """The app served on 127.0.0.1, and Debian's Chromium to look at it: (browser, url)."""
+    import shutil
+
+    from helpers import SHOTS, chromium, free_port
+
+    from vitviz.app import build_demo, launch
+
+    if not os.path.exists(shutil.which("chromium") or "/usr/bin/chromium"):
+        pytest.fail("Chromium is not installed (apt-get install chromium); the browser tests need it")
+    from playwright.sync_api import sync_playwright
+
+    demo = build_demo()
+    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = chromium(p)
+        yield b, url
+        b.close()
+    demo.close()
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",

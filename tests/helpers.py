@@ -2,7 +2,9 @@
 for the browser and the Hugging Face cache."""
 
 import io
+import os
 import zipfile
+from pathlib import Path
 
 import torch
 from PIL import Image
@@ -159,3 +161,15 @@ class Evt:
 def skipped(value) -> bool:
     """Whether a handler's output is gr.skip(): the page keeps what it shows."""
     return isinstance(value, dict) and value.get("__type__") == "update" and len(value) == 1
+
+
+SHOTS = Path(os.environ.get("VITVIZ_SCREENSHOTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
+
+
+def open_page(browser, width: int, height: int):
+    """A new page of the app served by the `browser` fixture, at width x height, once it has drawn Explore."""
+    b, url = browser
+    pg = b.new_page(viewport={"width": width, "height": height})
+    pg.goto(url)
+    wait_change(pg, "rollout", None)  # the page opens on an example, already explained
+    return pg

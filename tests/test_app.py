@@ -21,7 +21,7 @@ from vitviz.data import gallery
 from vitviz.pictures import explanation as views
 from vitviz.pictures import explore as pictures
 from vitviz.pictures import input_view
-from vitviz.training import live, stops
+from vitviz.training import live, record, stops
 
 pytestmark = pytest.mark.usefixtures("small_data")
 
@@ -322,7 +322,7 @@ def test_epoch_snapshots_can_be_compared():
 def test_snapshots_are_thinned_to_six():
     kept = {}
     for e in range(1, 21):
-        live.keep_snapshot(kept, e, torch.nn.Linear(1, 1))
+        record.keep_snapshot(kept, e, torch.nn.Linear(1, 1))
     assert len(kept) == 6 and min(kept) == 1 and max(kept) == 20
 
 

@@ -5,17 +5,12 @@ Screenshots go to test-artifacts/ (VITVIZ_SCREENSHOTS overrides the folder).
 """
 
 import os
-import shutil
-from pathlib import Path
 
 import pytest
-from helpers import chromium, free_port, image_src, wait_change
+from helpers import SHOTS, image_src, open_page, wait_change
 
-from vitviz.app import build_demo, launch
 from vitviz.data import gallery
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SHOTS = Path(os.environ.get("VITVIZ_SCREENSHOTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 pytestmark = pytest.mark.usefixtures("small_data")
 FIRST_SCREEN = (
     "sees",
@@ -30,30 +25,6 @@ FIRST_SCREEN = (
     "layer",
     "head",
 )
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail("Chromium is not installed (apt-get install chromium); the browser test needs it")
-    from playwright.sync_api import sync_playwright
-
-    demo = build_demo()
-    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = chromium(p)
-        yield b, url
-        b.close()
-    demo.close()
-
-
-def open_page(browser, width, height):
-    b, url = browser
-    pg = b.new_page(viewport={"width": width, "height": height})
-    pg.goto(url)
-    wait_change(pg, "rollout", None)  # the page opens on an example, already explained
-    return pg
 
 
 @pytest.fixture(scope="module")
@@ -255,20 +226,18 @@ def test_train_buttons_progress_and_an_early_validation_point(page):
 
 def test_compare_follows_its_inputs(page):
     page.get_by_role("tab", name="Compare").click()
-    left = wait_change(page, "compare-rollout-a", None)  # drawn when first looked at
-    right = wait_change(page, "compare-rollout-b", None)
-    page.locator("#compare-image input[type=file]").set_input_files(gallery.items("cifar10")[12][0])
-    left = wait_change(page, "compare-rollout-a", left)  # a new image: both sides redrawn
-    right = wait_change(page, "compare-rollout-b", right)
+    left = wait_change(page, "compare-rollout-a", None)  # drawn when first looked at: the shipped model ...
+    right = wait_change(page, "compare-rollout-b", None)  # ... against itself with a random head
+    assert "head randomised" in page.locator("#compare-b input").first.input_value()
+    cmap = image_src(page, "compare-class-map-b")
     page.locator("#compare-b input").click()
     page.get_by_role("option", name="CIFAR-10 ViT (shipped)").click()
-    wait_change(page, "compare-rollout-b", right)
-    assert image_src(page, "compare-rollout-a") == left  # the other side is left as it was
-    right, cmap = image_src(page, "compare-rollout-b"), image_src(page, "compare-class-map-b")
-    page.locator("#compare-b input").click()  # the sanity check: the same model with a random head, LeGrad
-    page.get_by_role("option", name="CIFAR-10 ViT, head randomised (sanity check)").click()
     wait_change(page, "compare-class-map-b", cmap)
+    assert image_src(page, "compare-rollout-a") == left  # the other side is left as it was
     cmap_a = image_src(page, "compare-class-map-a")
     page.locator("#compare-method label", has_text="LeGrad").click()
     wait_change(page, "compare-class-map-a", cmap_a)
+    page.locator("#compare-b input").click()  # back to the sanity check, for the screenshot
+    page.get_by_role("option", name="CIFAR-10 ViT, head randomised (sanity check)").click()
+    wait_change(page, "compare-rollout-b", right)
     page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)

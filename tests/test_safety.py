@@ -17,8 +17,8 @@ from vitviz.app import menu as models
 from vitviz.app.visitor import Visitor
 from vitviz.models.vit import ViT
 from vitviz.runtime import scratch
-from vitviz.training import live
 from vitviz.training.config import TrainConfig
+from vitviz.training.pace import Pace
 
 pytestmark = pytest.mark.usefixtures("small_data")
 TINY = dict(width=32, heads=2, depth=1, batch_size=16)
@@ -93,7 +93,7 @@ def test_memory_estimate_covers_what_a_step_uses():
 
 def test_pace_tells_when_a_run_is_slowed():
     busy = [0]
-    pace = live.Pace(("model", 1), window=3, others=lambda: busy[0])
+    pace = Pace(("model", 1), window=3, others=lambda: busy[0])
     for v in (100, 100, 100):
         pace.add(v)
     assert pace.note() == ""
@@ -103,7 +103,7 @@ def test_pace_tells_when_a_run_is_slowed():
     busy[0] = 2
     assert "2 other request(s)" in pace.note()
     # a later run of the same model knows the best speed from the start, even when slowed from its first step
-    later = live.Pace(("model", 1), window=3, others=lambda: 1)
+    later = Pace(("model", 1), window=3, others=lambda: 1)
     for v in (40, 40, 40):
         later.add(v)
     assert "40% of the best speed" in later.note()

@@ -188,6 +188,7 @@ def build() -> dict:
                         f"compare-{kind}-{side}".replace("_", "-"),
                         fmt="png",
                         min_width=300,
+                        elem_classes_extra=["vv-wide"] if kind == "rollout_strip" else [],  # a phone scrolls it
                     )
     return c
 

@@ -1,7 +1,7 @@
 """Which models a visitor can choose, and where each one comes from.
 
-The shipped models, two randomised copies of the CIFAR-10 one (the sanity check: its
-head, or every weight, re-initialised) and ViT-B/16 are shared by every visitor: each is loaded once,
+The shipped models, randomised copies of them (the sanity check: the head, or for the CIFAR-10
+model every weight, re-initialised) and ViT-B/16 are shared by every visitor: each is loaded once,
 under a lock of its own, so a slow load (ViT-B/16's download) holds up only the
 visitors who asked for that model; a failed load is remembered for
 `VITVIZ_RETRY_LOAD_S` seconds (default 60) instead of being retried on every
@@ -33,6 +33,7 @@ SHARED = {
     "cifar10/random-head": "CIFAR-10 ViT, head randomised (sanity check)",
     "cifar10/random-all": "CIFAR-10 ViT, every weight randomised (sanity check)",
     "mnist": "MNIST ViT (shipped)",
+    "mnist/random-head": "MNIST ViT, head randomised (sanity check)",
     "vit_b_16": "ViT-B/16, ImageNet-1k (torchvision)",
     "timm/deit_small_patch16_224.fb_in1k": "DeiT-S/16, ImageNet-1k (timm)",
     "timm/vit_small_patch8_224.dino": "DINO ViT-S/8, no classifier (timm)",

@@ -99,7 +99,7 @@ HELP = {
 
 
 def build() -> dict:
-    c = {"card": gr.Markdown()}
+    c = {"card": gr.Markdown(elem_id="model-card")}
     with gr.Row():
         with gr.Column():
             c["pos_tiles"] = pic("Positional-embedding similarity (click a position)", "pos-tiles", show_label=True)
@@ -113,7 +113,7 @@ def build() -> dict:
             c["distance"] = pic("Mean attention distance per head", "distance")
             help_line(HELP["distance"])
         with gr.Column():
-            c["components"] = pic("Patch-embedding filters: principal components", show_label=True)
+            c["components"] = pic("Patch-embedding filters: principal components", "components", show_label=True)
             c["components_note"] = gr.Markdown()
             help_line(HELP["components"])
     return c

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 import copy
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,6 @@ import torch
 from vitviz.data.datasets import Dataset, load_dataset, normalize
 from vitviz.explain import interpret as I
 from vitviz.models import checkpoint
-from vitviz.models.card import DATASET_NAMES, card_of, describe
 from vitviz.models.loaded import loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures import figures as FG
@@ -38,6 +37,8 @@ from vitviz.pictures.style import Style, drawn_with
 from vitviz.runtime import scratch
 from vitviz.training.batches import check_batch
 from vitviz.training.loop import TrainConfig, train
+from vitviz.training.pace import Pace, fmt_time
+from vitviz.training.record import keep_snapshot, run_record
 
 _datasets: dict[str, Dataset] = {}
 _data_lock = threading.Lock()
@@ -175,59 +176,6 @@ def render_snapshot(
     )
 
 
-_BEST_PACE: dict[tuple, float] = {}  # the fastest images/s seen in this process for a model and batch size
-
-
-class Pace:
-    """How fast this run trains now against the best seen here for the same model and batch: the machine is
-    shared, and a run's time budget is wall-clock seconds, so while other visitors' requests take the cores
-    the run makes fewer steps in its budget. The visitor is told when that happens."""
-
-    def __init__(self, key: tuple = (), window: int = 5, others=None):
-        self.recent: list[float] = []
-        self.key, self.window = key, window
-        self.others = others or (lambda: 0)  # how many other requests share the machine now
-        self.best = _BEST_PACE.get(key, 0.0) if key else 0.0
-
-    def _now(self) -> float | None:
-        """The speed now: the median of the last `window` reports (None until there are that many)."""
-        return sorted(self.recent)[self.window // 2] if len(self.recent) == self.window else None
-
-    def add(self, images_per_s: float) -> None:
-        self.recent = (self.recent + [images_per_s])[-self.window :]
-        if self._now() is not None:
-            self.best = max(self.best, self._now())
-            if self.key:
-                _BEST_PACE[self.key] = max(_BEST_PACE.get(self.key, 0.0), self.best)
-
-    def share(self) -> float | None:
-        """The current speed as a fraction of the best seen."""
-        now = self._now()
-        return now / self.best if now is not None and self.best else None
-
-    def note(self) -> str:
-        s, busy = self.share(), self.others()
-        if busy and (s is None or s < 0.9):
-            pace = f"training at {100 * s:.0f}% of the best speed seen here for this model; " if s else ""
-            return (
-                f"  \n**Slowed by other visitors:** {busy} other request(s) share the machine now; {pace}"
-                "the time budget is wall-clock time, so this run makes fewer steps."
-            )
-        if s is not None and s < 0.7:
-            return (
-                f"  \n**Slowed down:** training at {100 * s:.0f}% of the best speed seen here for this model; "
-                "the time budget is wall-clock time, so this run makes fewer steps."
-            )
-        return ""
-
-
-def _fmt_time(s: float | None) -> str:
-    if s is None:
-        return "?"
-    s = int(max(0, s))
-    return f"{s // 60}:{s % 60:02d}"
-
-
 def stream_run(
     cfg: TrainConfig,
     stop: threading.Event,
@@ -252,7 +200,6 @@ def stream_run(
     quick: list[dict] = []  # the quick validations
     reached = 0.0  # how far the run got (0..1)
     last_emit, last_snap = 0.0, 0.0
-    probes = pos = None
     kept: dict[int, torch.nn.Module] = {}
     head = ""
     pace = Pace((cfg.model_config(), cfg.batch_size, cfg.device), others=others)
@@ -263,9 +210,8 @@ def stream_run(
         kind = ev["event"]
         now = time.perf_counter()
         if kind == "start":
-            head = (
-                f"Training a {ev['params']:,}-parameter ViT on **{ev['device_name']}**, "
-                f"{ev['train_images']:,} {cfg.dataset} images" + (f" {note}" if note else "")
+            head = f"Training a {ev['params']:,}-parameter ViT on **{ev['device_name']}**, " + (
+                f"{ev['train_images']:,} {cfg.dataset} images {note}".strip()
             )
             yield Update(status=head + " ... starting", progress=0.0)
             continue
@@ -299,19 +245,13 @@ def stream_run(
                 progress=None,
                 curves=_curves(history, steps, quick, style),
             )
-        elif kind in ("done", "stopped", "error"):
-            model = ev["model"]
-            if kind == "error":
-                yield Update(
-                    status=f"**The run stopped:** {ev['message']}",
-                    progress=reached,
-                    done=True,
-                    curves=_curves(history, steps, quick, style),
-                    stopped=True,
-                )
-                return
+        elif kind == "error":
+            curves = _curves(history, steps, quick, style)
+            yield Update(f"**The run stopped:** {ev['message']}", reached, curves, done=True, stopped=True)
+            return
+        elif kind in ("done", "stopped"):
             with drawn_with(style):
-                last = render_snapshot(model, px, py, data.classes), _curves(history, steps, quick, style)
+                last = render_snapshot(ev["model"], px, py, data.classes), _curves(history, steps, quick, style)
             yield finished(kind, ev, last, history, reached, out, kept, cfg)
             return
 
@@ -319,8 +259,8 @@ def stream_run(
 def step_status(head: str, ev: dict, pace: Pace) -> str:
     return (
         f"{head}  \nstep {ev['step']:,}, epoch {ev['epoch']:.2f}, loss {ev['loss']:.3f}, "
-        f"{ev['images_per_s']:.0f} images/s, elapsed {_fmt_time(ev['elapsed'])}, "
-        f"about {_fmt_time(ev['eta'])} left" + pace.note()
+        f"{ev['images_per_s']:.0f} images/s, elapsed {fmt_time(ev['elapsed'])}, "
+        f"about {fmt_time(ev['eta'])} left" + pace.note()
     )
 
 
@@ -342,7 +282,7 @@ def finished(
     checkpoint.state_path(out).unlink(missing_ok=True)  # not offered
     what = "Finished" if kind == "done" else "Stopped"
     status = (
-        f"**{what}** after {ev['step']:,} steps ({_fmt_time(ev['train_seconds'])} of training): "
+        f"**{what}** after {ev['step']:,} steps ({fmt_time(ev['train_seconds'])} of training): "
         f"validation accuracy **{100 * acc:.1f}%**. Press *Explore this model* to look inside it, "
         f"or download its checkpoint."
     )
@@ -358,42 +298,6 @@ def finished(
         files=files,
         snapshots={e: run_record(m, cfg, [h for h in history if h["epoch"] <= e], None, None) for e, m in kept.items()},
     )
-
-
-def run_record(model: ViT, cfg: TrainConfig, history: list[dict], step: int | None, seconds: float | None) -> ViT:
-    """The model of a run made in the app, its card naming it as the visitor's and keeping its record: data set,
-    settings, steps, time and held-out accuracy (the Model tab and Compare read it)."""
-    card = card_of(model)
-    last = history[-1] if history else {}
-    epoch = last.get("epoch")
-    whole = epoch is not None and abs(epoch - round(epoch)) < 1e-3
-    when = "" if step is not None else f", after epoch {epoch:g}" if whole else ""
-    metrics = {
-        "epoch": epoch,
-        "step": step if step is not None else last.get("step"),
-        "val_acc": last.get("val_acc"),
-        "val_loss": last.get("val_loss"),
-        "train_seconds": seconds if seconds is not None else last.get("elapsed"),
-    }
-    return describe(
-        model,
-        replace(
-            card,
-            name=f"Your {DATASET_NAMES.get(cfg.dataset, cfg.dataset)} ViT (trained here{when})",
-            train=asdict(cfg),
-            metrics={k: v for k, v in metrics.items() if v is not None},
-            history=tuple(history),
-        ),
-    )
-
-
-def keep_snapshot(kept: dict, epoch: int, model: ViT, most: int = 6) -> None:
-    """Keep a CPU copy of the model at this epoch; past `most`, thin the middle out (first and last stay)."""
-    kept[epoch] = copy.deepcopy(model).cpu().eval()
-    while len(kept) > most:
-        keys = sorted(kept)
-        gaps = [(keys[i + 1] - keys[i - 1], keys[i]) for i in range(1, len(keys) - 1)]
-        del kept[min(gaps)[1]]
 
 
 def empty_curves(style: Style = Style()) -> np.ndarray:
