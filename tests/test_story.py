@@ -52,7 +52,7 @@ def test_compare_opens_on_a_pair_that_fits_and_explains_one_class_on_both_sides(
 def test_a_link_is_read_back_as_it_was_written_and_refuses_strange_values(tmp_path):
     v = Visitor()
     v.crossing.new_image("cifar10", 7)
-    query = link.view_query("mnist", "4", "LeGrad", 2, 3, 17, "max", 0.25, None, v)
+    query = link.view_query("mnist", "4", "LeGrad", 2, 3, 17, "max", 0.25, None, v)["value"]
     params = dict(p.split("=", 1) for p in query[1:].split("&"))
     wanted, note, image = link.from_link(Request(**{k: v.replace("%3A", ":") for k, v in params.items()}), v)
     assert wanted == {"model": "mnist", "class": "4", "method": "LeGrad", "layer": 2, "head": 3, "token": 17,

@@ -37,8 +37,8 @@ def view_query(
     discard: float,
     image: str | dict | None,
     state: Visitor | None,
-) -> str:
-    """The query part of the link ("?model=...") for the view the visitor sees now."""
+) -> dict:
+    """The query part of the link ("?model=...") for the view the visitor sees now, in the box that shows it."""
     v = visitor(state)
     values = dict(zip(FIELDS, (model_key, target, method, layer, head, token, fusion, discard)))
     values = {k: _plain(x) for k, x in values.items() if x not in (None, "")}
@@ -49,7 +49,7 @@ def view_query(
         path = image.get("path") if isinstance(image, dict) else image
         if path:
             values["image"] = str(path)
-    return "?" + urlencode(values)
+    return gr.update(value="?" + urlencode(values), visible=True)
 
 
 def _plain(x: object) -> str:

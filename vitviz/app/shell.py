@@ -137,12 +137,10 @@ def _head() -> dict:
                     file_count="multiple", file_types=[".safetensors", ".json"], label="Checkpoint files"
                 )
             c["ckpt_status"] = gr.Markdown(elem_classes=["vv-note"], elem_id="ckpt-status")
-            with gr.Row(elem_id="link-row"):
-                c["link"] = gr.Button("Copy a link to this view", size="sm", elem_id="link-btn", scale=0, min_width=170)
-                c["link_url"] = gr.Textbox(
-                    show_label=False, placeholder="the link appears here", elem_id="link-url", container=False
-                )
-
+            c["link"] = gr.Button("Copy a link to this view", size="sm", elem_id="link-btn")
+            c["link_url"] = gr.Textbox(
+                show_label=False, elem_id="link-url", container=False, visible=False, max_lines=1
+            )  # shown with the link once made
     return c
 
 
