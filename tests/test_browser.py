@@ -226,18 +226,19 @@ def test_train_buttons_progress_and_an_early_validation_point(page):
 
 def test_compare_follows_its_inputs(page):
     page.get_by_role("tab", name="Compare").click()
-    left = wait_change(page, "compare-rollout-a", None)  # drawn when first looked at: the shipped model ...
-    right = wait_change(page, "compare-rollout-b", None)  # ... against itself with a random head
-    assert "head randomised" in page.locator("#compare-b input").first.input_value()
+    left = wait_change(page, "compare-rollout-a", None)  # drawn when first looked at: after a run (the train
+    wait_change(page, "compare-rollout-b", None)  # test), the visitor's run against the shipped model
+    assert "Trained in this session" in page.locator("#compare-a input").first.input_value()
+    assert page.locator("#compare-b input").first.input_value() == "CIFAR-10 ViT (shipped)"
     cmap = image_src(page, "compare-class-map-b")
-    page.locator("#compare-b input").click()
-    page.get_by_role("option", name="CIFAR-10 ViT (shipped)").click()
+    page.locator("#compare-b input").click()  # the sanity check: the shipped model with a random head
+    page.get_by_role("option", name="CIFAR-10 ViT, head randomised (sanity check)").click()
     wait_change(page, "compare-class-map-b", cmap)
     assert image_src(page, "compare-rollout-a") == left  # the other side is left as it was
     cmap_a = image_src(page, "compare-class-map-a")
     page.locator("#compare-method label", has_text="LeGrad").click()
+    cmap_a = wait_change(page, "compare-class-map-a", cmap_a)
+    page.locator("#compare-a input").click()  # the screenshot: the shipped model against its random head
+    page.get_by_role("option", name="CIFAR-10 ViT (shipped)").click()
     wait_change(page, "compare-class-map-a", cmap_a)
-    page.locator("#compare-b input").click()  # back to the sanity check, for the screenshot
-    page.get_by_role("option", name="CIFAR-10 ViT, head randomised (sanity check)").click()
-    wait_change(page, "compare-rollout-b", right)
     page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)

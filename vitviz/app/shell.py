@@ -43,6 +43,10 @@ CSS = """
   .vv-wide button, .vv-wide .image-frame {display: block !important; width: max-content !important;}
   .vv-wide img {max-width: none !important; margin: 0 !important;}
   #class-menus {flex-direction: column !important;}  /* the method's and the class's names whole */
+  #step-controls input[type=range], #step-controls .head + div {display: none;}  /* the number box is enough */
+  #step-controls {gap: 2px !important; padding: 2px 0 !important;}
+  #step-controls .block {padding: 4px 8px !important;}
+  #step-controls label span {font-size: 12px !important; margin-bottom: 2px !important;}
   .vv-wide .image-container::-webkit-scrollbar {height: 12px;}  /* always drawn: the picture says it scrolls */
   .vv-wide .image-container::-webkit-scrollbar-thumb {background: #f97316; border-radius: 6px;}
   .vv-wide .image-container::-webkit-scrollbar-track {background: #fde2cc; border-radius: 6px;}

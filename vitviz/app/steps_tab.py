@@ -137,7 +137,7 @@ def build() -> dict:
             c["token"] = gr.Number(
                 value=-1,
                 precision=0,
-                label="Token (patch number, -1 CLS): or click a token in any picture",
+                label="Token (patch number, -1 CLS; or click one in any picture)",
                 elem_id="step-token",
                 min_width=200,
             )

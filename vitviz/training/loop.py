@@ -187,7 +187,8 @@ class Meter:
         return ips
 
     def take(self) -> tuple[float, float]:
-        out = self.loss / max(1, self.n), self.correct / max(1, self.n)
+        """The epoch's mean training loss and accuracy over its logged steps (NaN where none was logged)."""
+        out = (self.loss / self.n, self.correct / self.n) if self.n else (float("nan"), float("nan"))
         self.loss, self.correct, self.n = 0.0, 0, 0
         return out
 
