@@ -113,6 +113,16 @@ def wait_change(page, elem_id: str, old, timeout: float = 30_000):
     return image_src(page, elem_id)
 
 
+def settled(page, *elem_ids: str, timeout: float = 30_000) -> None:
+    """Wait until none of #elem_ids shows Gradio's busy overlay (its status tracker, hidden when idle)."""
+    page.wait_for_function(
+        """(ids) => ids.every(id => { const t = document.querySelector('#' + id + ' [data-testid=status-tracker]');
+                                     return !t || t.classList.contains('hide'); })""",
+        arg=list(elem_ids),
+        timeout=timeout,
+    )
+
+
 def make_zip(path, n_per_class=3, size=32, mode="RGB", classes=CIFAR10_CLASSES):
     with zipfile.ZipFile(path, "w") as z:
         for split in ("train", "test"):

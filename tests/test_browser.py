@@ -7,7 +7,7 @@ Screenshots go to test-artifacts/ (VITVIZ_SCREENSHOTS overrides the folder).
 import os
 
 import pytest
-from helpers import SHOTS, image_src, open_page, wait_change
+from helpers import SHOTS, image_src, open_page, settled, wait_change
 
 from vitviz.data import gallery
 
@@ -192,8 +192,10 @@ def test_take_patches_away_by_slider_and_by_click(page):
 def test_model_tab(page):
     page.get_by_role("tab", name="Model").click()
     page.wait_for_function(
-        "() => { const i = document.querySelector('#pos-tiles img'); return i && i.naturalWidth > 0; }", timeout=20_000
-    )
+        "() => { const i = document.querySelector('#pos-tiles img'); return i && i.naturalWidth > 0; }", timeout=60_000
+    )  # drawn again on opening, in the visitor's style (a busy machine: it may wait its turn in the queue)
+    page.wait_for_timeout(300)
+    settled(page, "pos-tiles", "pos-large", "distance", "components", timeout=60_000)
     page.screenshot(path=str(SHOTS / "model.png"), full_page=True)
 
 

@@ -357,5 +357,7 @@ def test_compare_draws_the_side_that_works_and_says_why_the_other_cannot(monkeyp
     left, right, note_a, note_b = out[:n], out[n : 2 * n], out[-2], out[-1]
     assert len(left[0]) == 5 and all(p is not None for p in left)  # the working side is drawn as usual
     assert all(p is None for p in right) and "no internet" in note_b and not note_a
-    page = compare.compare_page({"path": EXAMPLE}, "cifar10", "mnist", "median", 0.0, None)
-    assert "Head fusion" in page[-1]  # a bad option: said under the image, every panel kept as it was
+    page = compare.compare_page({"path": EXAMPLE}, "cifar10", "mnist", "median", 0.0, "LeGrad", None, None)
+    assert (
+        "Head fusion" in page[compare.PAGE.names.index("note")]
+    )  # a bad option: said under the image, every panel kept as it was

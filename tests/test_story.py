@@ -156,3 +156,17 @@ def test_the_components_are_labelled_with_their_share_of_the_variance():
     assert picture.shape[0] > bare.shape[0] + 2 * 14  # a label row over each row of components, and a note
     with drawn_with(Style.of(large=True)):
         assert views.components_picture(s).shape[0] > picture.shape[0]  # Large type reaches its labels
+
+
+def test_an_own_image_gone_from_the_server_gives_way_to_an_example_said_beside_the_menu(tmp_path):
+    from vitviz.app import choices, switch
+
+    path = tmp_path / "mine.png"
+    Image.new("RGB", (40, 40), (20, 200, 30)).save(path)
+    v = choices.upload_image(str(path), "cifar10", Visitor())[2]
+    assert switch.controls_for("mnist", v)[7] == gallery.items("mnist")[3][0]  # a digit stands in
+    path.unlink()  # the server let the upload go
+    back = switch.controls_for("cifar10", v)
+    assert back[7] == gallery.items("cifar10")[3][0] and "no longer kept" in back[9]
+    assert v.crossing.example == 3 and v.crossing.own is None and not v.crossing.stand_in
+    assert skipped(switch.controls_for("cifar10", v)[7])  # and nothing more changes

@@ -119,11 +119,16 @@ def shown_image(crossing: Crossing, model: LoadedViT) -> tuple[str | dict, str]:
             "and your image comes back."
         )
     if crossing.own and crossing.stand_in and crossing.own_gallery == want:
-        crossing.example, crossing.image_gallery, crossing.stand_in = None, want, False
+        crossing.stand_in = False
         if os.path.isfile(crossing.own):
+            crossing.example, crossing.image_gallery = None, want
             return crossing.own, "Your own image is back."
-        crossing.own = None
-        return gr.skip(), "Your own image is no longer kept on the server: upload it again."
+        crossing.own = None  # gone from the server's folders: an example of this model's kind instead
+        crossing.example, crossing.image_gallery = min(crossing.example or 0, len(items) - 1), want
+        return items[crossing.example][0], (
+            f"Your own image is no longer kept on the server (upload it again): showing "
+            f"{DATASET_NAMES.get(want, want)} example {crossing.example + 1}."
+        )
     if crossing.image_gallery != want and items:  # an example of the other kind: the same place in this gallery
         crossing.example = min(DEFAULT_EXAMPLE if crossing.example is None else crossing.example, len(items) - 1)
         crossing.image_gallery = want
