@@ -219,12 +219,14 @@ def test_train_buttons_progress_and_an_early_validation_point(page):
     assert page.locator("#stop-btn").is_disabled()
     page.screenshot(path=str(SHOTS / "train.png"), full_page=True)
     before = image_src(page, "sees")
+    page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # far down the Train tab
     page.locator("#use-btn").click()
     page.wait_for_function(
         "() => /Trained in this session/.test(document.querySelector('#model-dd input').value)", timeout=20_000
     )
     wait_change(page, "sees", before)  # the Explore tab now shows the freshly trained model
     assert page.get_by_role("tab", name="Explore").get_attribute("aria-selected") == "true"
+    page.wait_for_function("() => window.scrollY === 0", timeout=5_000)  # at its top: the menu and image in view
 
 
 def test_compare_follows_its_inputs(page):

@@ -109,8 +109,9 @@ def test_the_image_and_the_choices_survive_a_model_switch_and_a_tab_change(brows
         pg.close()
 
 
-def test_compare_follows_the_explore_image_and_its_class(browser):
-    pg = open_page(browser, 1280, 720)
+@pytest.mark.parametrize("width,height", SIZES)
+def test_compare_follows_the_explore_image_and_its_class(browser, width, height):
+    pg = open_page(browser, width, height)
     try:
         pg.get_by_role("tab", name="Compare").click()
         first = wait_change(pg, "compare-rollout-a", None)
@@ -153,8 +154,9 @@ def test_the_step_by_step_controls_stay_in_view(browser, width, height):
         pg.close()
 
 
-def test_occlusion_is_drawn_on_a_scale_centred_on_zero(browser):
-    pg = open_page(browser, 1280, 720)
+@pytest.mark.parametrize("width,height", SIZES)
+def test_occlusion_is_drawn_on_a_scale_centred_on_zero(browser, width, height):
+    pg = open_page(browser, width, height)
     try:
         before = image_src(pg, "class-map")
         pick(pg, "method", "occlusion")

@@ -47,7 +47,9 @@ CSS = """
   #step-controls {gap: 2px !important; padding: 2px 0 !important;}
   #step-controls .block {padding: 4px 8px !important;}
   #step-controls label span {font-size: 12px !important; margin-bottom: 2px !important;}
-  .vv-wide .image-container::-webkit-scrollbar {height: 12px;}  /* always drawn: the picture says it scrolls */
+  .vv-wide::before {content: "Wider than the screen: scroll it sideways →"; display: block; font-size: 13px;
+                    color: #9a3412; padding: 2px 8px;}  /* the picture says it scrolls */
+  .vv-wide .image-container::-webkit-scrollbar {height: 12px;}
   .vv-wide .image-container::-webkit-scrollbar-thumb {background: #f97316; border-radius: 6px;}
   .vv-wide .image-container::-webkit-scrollbar-track {background: #fde2cc; border-radius: 6px;}
 }
@@ -186,7 +188,8 @@ def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -
     )  # a refused file: a sentence beside it, the menu untouched
     _open(demo, shell, head, ex, model_view, explain_event)
     demo.load(None, head["large"], None, js=LARGE_TYPE_JS)
-    demo.load(None, None, width, js="() => window.innerWidth")
+    phone = "() => (window.innerWidth <= 700 ? window.innerWidth : null)"  # a wide screen changes nothing
+    demo.load(None, None, width, js=phone)
     demo.unload(release_session)
 
 

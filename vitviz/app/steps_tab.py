@@ -149,7 +149,8 @@ def build() -> dict:
         gr.Markdown(f"### {title}")
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=320):
-                c[name] = pic(title, f"step-{name}", elem_classes_extra=["vv-wide"])  # a phone scrolls it
+                wide = ["vv-wide"] if name != "input" else []  # a phone scrolls the wide ones
+                c[name] = pic(title, f"step-{name}", elem_classes_extra=wide)
             with gr.Column(scale=1, min_width=280):
                 c[f"{name}_text"] = gr.Markdown(elem_classes=["vv-step-text"])
     c["api"] = gr.Button(visible=False)

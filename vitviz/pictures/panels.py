@@ -153,10 +153,7 @@ def title_block(title: str, width: int) -> np.ndarray:
     screen's width at the left, so that it reads before the picture is scrolled."""
     size = px(TITLE_PX)
     if current().narrow and width > NARROW_PX + 40:
-        block = text_block(title, NARROW_PX, size, INK, centre=False)
-        out = np.full((block.shape[0], width, 3), BG, np.uint8)
-        out[:, :NARROW_PX] = block
-        return out
+        return _at_left(text_block(title, NARROW_PX, size, INK, centre=False), width)
     return text_block(title, width, size, INK)
 
 
@@ -167,11 +164,21 @@ def panel(img: np.ndarray, title: str, scale: Scale | None = None, min_width: in
     img = np.asarray(img)
     width = max(img.shape[1], min_width)
     parts = ([title_block(title, width)] if title else []) + [img if width == img.shape[1] else _fit(img, width)]
+    narrow = current().narrow and width > NARROW_PX + 40  # a phone scrolls it: its words at the left, in view
     if scale is not None:
-        parts.append(_fit(colorbar(min(width, round(320 * max(1.0, current().text))), scale), width))
+        bar = colorbar(min(NARROW_PX if narrow else width, round(320 * max(1.0, current().text))), scale)
+        parts.append(_at_left(bar, width) if narrow else _fit(bar, width))
     if note:
-        parts.append(text_block(note, width, px(TEXT_PX), GREY))
+        text = text_block(note, NARROW_PX if narrow else width, px(TEXT_PX), GREY)
+        parts.append(_at_left(text, width))
     return np.concatenate(parts)
+
+
+def _at_left(img: np.ndarray, width: int) -> np.ndarray:
+    """`img` at the left of a white strip `width` wide."""
+    out = np.full((img.shape[0], width, 3), BG, np.uint8)
+    out[:, : img.shape[1]] = img[:, :width]
+    return out
 
 
 def message_panel(size: int, title: str, message: str) -> np.ndarray:

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 LARGE = 1.5  # Large type: the pictures' own text this much larger
-NARROW_PX = 360  # a narrow screen: titles of wide pictures wrapped to this width, at the left
+NARROW_PX = 320  # a narrow screen: titles of wide pictures wrapped to this width, at the left
 
 
 @dataclass(frozen=True)
