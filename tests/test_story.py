@@ -3,7 +3,9 @@ a run's own model card, epoch points only for ended epochs, and the drawing styl
 reaching the pictures."""
 
 import copy
+from pathlib import Path
 
+import gradio as gr
 import matplotlib
 import numpy as np
 from helpers import EXAMPLE, skipped
@@ -61,8 +63,20 @@ def test_a_link_is_read_back_as_it_was_written_and_refuses_strange_values(tmp_pa
     wanted, note, image = link.from_link(Request(layer="x", method="saliency", discard="5"), v)
     assert wanted == {} and "layer" in note and "method" in note and "discard" in note
     # a link can name only a file this server keeps (Gradio's own folder), never another file on it
-    _, note, image = link.from_link(Request(image="/etc/passwd"), v)
-    assert image is None and "no longer kept" in note
+    for name in ("/etc/passwd", "../../etc/passwd", "x/../../../etc/hosts"):
+        _, note, image = link.from_link(Request(image=name), v)
+        assert image is None and "no longer kept" in note, name
+    kept = Path(gr.utils.get_upload_folder()) / "abc123" / "mine.png"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (8, 8)).save(kept)
+    try:
+        mine = Visitor()
+        mine.crossing.new_image("cifar10", None, own=str(kept))  # the visitor's upload is shown
+        query = link.view_query("cifar10", "", "LeGrad", 6, 1, -1, "mean", 0, str(kept), mine)["value"]
+        assert "image=abc123%2Fmine.png" in query and "tmp" not in query  # its name there, not a server path
+        assert link.from_link(Request(image="abc123/mine.png"), v)[2] == str(kept.resolve())
+    finally:
+        kept.unlink()
     assert link.from_link(None, v) == ({}, "", None)  # a plain visit asks nothing
     out = link.opened("cifar10", v, Request(model="mnist", token="5", fusion="min"))
     fitted = dict(zip(link.OPENED, out))

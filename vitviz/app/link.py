@@ -3,9 +3,10 @@
 *Copy a link to this view* writes the visitor's view into the URL's query (`?model=cifar10&example=cifar10:7
 &token=21&class=cat&method=LeGrad&layer=3&head=1&fusion=mean&discard=0`), copies it and shows it; a teacher
 hands it to a class. Opening such a URL sets the controls from it before the page is first drawn. An uploaded
-image travels as its file on this server (`image=`), for as long as the server keeps it; then the link says
-so and the page shows an example. Every value read from a link is checked as a visitor's would be: a strange
-one is left at its default, and the sentence beside the menu says which.
+image travels as its name in Gradio's folder on this server (`image=<hash>/<name>`, never a server path), for
+as long as the server keeps it; then the link says so and the page shows an example. Every value read from a
+link is checked as a visitor's would be: a strange one is left at its default, and the sentence beside the
+menu says which.
 """
 
 from __future__ import annotations
@@ -47,9 +48,22 @@ def view_query(
         values["example"] = f"{c.image_gallery}:{c.example}"
     else:
         path = image.get("path") if isinstance(image, dict) else image
-        if path:
-            values["image"] = str(path)
+        kept = _kept_name(path)
+        if kept:
+            values["image"] = kept  # its name in Gradio's folder: no server path in what a visitor reads
     return gr.update(value="?" + urlencode(values), visible=True)
+
+
+def _uploads() -> Path:
+    return Path(gr.utils.get_upload_folder()).resolve()
+
+
+def _kept_name(path: object) -> str | None:
+    """An image file's name inside Gradio's folder ("<hash>/<name>"), or None for a file outside it."""
+    if not path:
+        return None
+    p = Path(str(path)).resolve()
+    return str(p.relative_to(_uploads())) if _uploads() in p.parents else None
 
 
 def _plain(x: object) -> str:
@@ -119,8 +133,8 @@ def _image(params: dict) -> tuple[str | None, str]:
             return items[int(index)][0], ""
         return None, "This link's example is not one of the app's."
     if "image" in params:
-        root = Path(gr.utils.get_upload_folder()).resolve()
-        path = Path(params["image"]).resolve()
+        root = _uploads()
+        path = (root / params["image"]).resolve()
         if root in path.parents and path.is_file() and os.access(path, os.R_OK):
             return str(path), ""
         return None, "The image of this link is no longer kept on the server: an example is shown instead."
