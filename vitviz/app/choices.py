@@ -18,6 +18,7 @@ import gradio as gr
 import numpy as np
 from PIL import Image
 
+from vitviz.app import link
 from vitviz.app.handlers import Outputs, token_at, warning
 from vitviz.app.inputs import read_image, token_index
 from vitviz.app.menu import resolve_model
@@ -53,7 +54,7 @@ def opening(image: str | None, wanted: dict | None, large: bool, numbers: bool, 
     """The page opened (on a link's view, vitviz.app.link): the visitor's record follows what it shows, the image
     (one of the examples, by its name, or their own, for the model `wanted` names) and the drawing style."""
     v = visitor(state)
-    model_key = str(wanted.get("model") or "cifar10") if isinstance(wanted, dict) else "cifar10"
+    model_key = link.model_of(wanted)
     v.restyle(large=large, numbers=numbers)
     path = image.get("path") if isinstance(image, dict) else image
     if not path:

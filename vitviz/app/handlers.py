@@ -29,6 +29,7 @@ import numpy as np
 from vitviz.app.menu import resolve_model
 from vitviz.app.visitor import Visitor, visitor
 from vitviz.pictures.input_view import click_to_token
+from vitviz.pictures.style import PHONE_PX
 
 
 class Outputs:
@@ -116,7 +117,7 @@ def style_switch(name: str) -> Callable:
 
     def switch(on: object, state: Visitor | None) -> Visitor:
         v = visitor(state)
-        v.restyle(**{name: on if name != "narrow" else (isinstance(on, (int, float)) and 0 < on <= 700)})
+        v.restyle(**{name: on if name != "narrow" else (isinstance(on, (int, float)) and 0 < on <= PHONE_PX)})
         return v
 
     return switch

@@ -155,12 +155,17 @@ def opened(model_key: str, state: Visitor | None, request: gr.Request) -> tuple:
 OPENED = ("wanted", "method", "fusion", "discard", "image", "note")  # its outputs, by name
 
 
+def model_of(wanted: dict | None) -> str:
+    """The model a link asks for (`opened`'s first output), or the shipped CIFAR-10 one."""
+    return str(wanted.get("model") or "cifar10") if isinstance(wanted, dict) else "cifar10"
+
+
 def fit(wanted: dict | None, state: Visitor | None, target: str, layer: float, head: float, patch: float) -> tuple:
     """The model change of the page's opening (vitviz.app.switch.controls_for) for the link's model, with the
     link's class, layer, head and token where it gives them."""
     w = wanted if isinstance(wanted, dict) else {}
     return switch.controls_for(
-        str(w.get("model") or "cifar10"),
+        model_of(wanted),
         state,
         w.get("class", target),
         w.get("layer", layer),

@@ -23,6 +23,7 @@ from vitviz.app.handlers import mirror, style_switch
 from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
 from vitviz.app.public import APP_KWARGS, PublicBlocks
 from vitviz.app.visitor import Visitor
+from vitviz.pictures.style import PHONE_PX
 from vitviz.runtime import scratch
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -188,7 +189,7 @@ def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -
     )  # a refused file: a sentence beside it, the menu untouched
     _open(demo, shell, head, ex, model_view, explain_event)
     demo.load(None, head["large"], None, js=LARGE_TYPE_JS)
-    phone = "() => (window.innerWidth <= 700 ? window.innerWidth : null)"  # a wide screen changes nothing
+    phone = f"() => (window.innerWidth <= {PHONE_PX} ? window.innerWidth : null)"  # a wide screen changes nothing
     demo.load(None, None, width, js=phone)
     demo.unload(release_session)
 

@@ -148,7 +148,12 @@ def number_size(step: float, widest: str) -> int | None:
     """The font size for patch numbers on patches `step` pixels wide: as large as the style asks, but small
     enough that the widest number (outlined) covers at most a corner (half the width, half the height) of its
     patch; None where even the smallest readable size would not fit."""
-    for size in range(px(10), 6, -1):
+    return _number_size(step, widest, px(10))
+
+
+@functools.lru_cache(maxsize=64)
+def _number_size(step: float, widest: str, want: int) -> int | None:
+    for size in range(want, 6, -1):
         if font(size).getlength(widest) + 3 <= step / 2 and size + 3 <= step / 2:
             return size
     return None

@@ -148,11 +148,16 @@ def _fit(img: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
+def _scrolled(width: int) -> bool:
+    """Whether a picture `width` wide is scrolled on the visitor's screen (a phone's, wider than it)."""
+    return current().narrow and width > NARROW_PX + 40
+
+
 def title_block(title: str, width: int) -> np.ndarray:
     """A picture's title, `width` wide: centred over it; on a narrow screen, over a wide picture, wrapped to the
     screen's width at the left, so that it reads before the picture is scrolled."""
     size = px(TITLE_PX)
-    if current().narrow and width > NARROW_PX + 40:
+    if _scrolled(width):
         return _at_left(text_block(title, NARROW_PX, size, INK, centre=False), width)
     return text_block(title, width, size, INK)
 
@@ -164,7 +169,7 @@ def panel(img: np.ndarray, title: str, scale: Scale | None = None, min_width: in
     img = np.asarray(img)
     width = max(img.shape[1], min_width)
     parts = ([title_block(title, width)] if title else []) + [img if width == img.shape[1] else _fit(img, width)]
-    narrow = current().narrow and width > NARROW_PX + 40  # a phone scrolls it: its words at the left, in view
+    narrow = _scrolled(width)  # a phone scrolls it: its words at the left, in view
     if scale is not None:
         bar = colorbar(min(NARROW_PX if narrow else width, round(320 * max(1.0, current().text))), scale)
         parts.append(_at_left(bar, width) if narrow else _fit(bar, width))

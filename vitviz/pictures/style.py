@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 LARGE = 1.5  # Large type: the pictures' own text this much larger
 NARROW_PX = 320  # a narrow screen: titles of wide pictures wrapped to this width, at the left
+PHONE_PX = 700  # a browser at most this wide is a phone's (the page's CSS media query says the same)
 
 
 @dataclass(frozen=True)
