@@ -7,7 +7,7 @@ data set's full local copy, and prints, from the moment the run is asked for (da
 already loaded, as on a page that has trained before; the first load is timed apart):
 when the first step was reported, when the first validation point arrived and on how
 many images, and how many points the curve had after `--seconds`. Target: the first
-point within about 15 s.
+point within about 8 s.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def main():
     print(
         f"{a.dataset}: first step reported at {first_step:.1f} s; first validation point at "
         f"{first_val:.1f} s ({cfg.quick_val_images} held-out images, every {cfg.quick_val_every_s:g} s); "
-        f"{vals} points in a {a.seconds:g} s run (target: the first within about 15 s)"
+        f"{vals} points in a {a.seconds:g} s run (target: the first within about 8 s)"
     )
 
 

@@ -4,8 +4,8 @@ map of vitviz.explain.methods on its own (LeGrad, occlusion, ...).
     python benchmarks/interpret_speed.py [--repeats 30] [--vit-b-16] [--timm]
 
 Every map's target: a median under 50 ms per image with the shipped model, under 1.5 s
-with ViT-B/16. Occlusion runs in bf16 where the CPU has bf16 units (AVX512-BF16 or AMX;
-the line says which), in fp32 elsewhere.
+with ViT-B/16. Occlusion's batched passes run in the precision measured faster for forward passes on
+this machine (vitviz.runtime.speed; the line says which, and why).
 
 For the shipped CIFAR-10 model, the four together for one image (target: median
 under 50 ms on 2 CPU cores). With --vit-b-16, one 224x224 explanation with
@@ -33,7 +33,6 @@ import vitviz  # noqa: E402
 from vitviz.data import gallery  # noqa: E402
 from vitviz.explain import interpret as I  # noqa: E402
 from vitviz.explain import methods as M  # noqa: E402
-from vitviz.runtime.device import cpu_has_bf16  # noqa: E402
 
 
 def time_it(fn, repeats: int) -> float:
@@ -108,7 +107,7 @@ def main():
         print(f"shipped CIFAR-10 model  {name:42s} median {1000 * time_it(fn, a.repeats):7.1f} ms")
     t = time_it(lambda: everything(model, x), a.repeats)
     print(f"target 50 ms: {1000 * t:.1f} ms median = {t / 0.050:.2f}x of the budget")
-    print(f"each map on its own ({'bf16' if cpu_has_bf16() else 'no bf16 units on this CPU: fp32'}):")
+    print(f"each map on its own (occlusion's batches: {I.inference_precision(model, x).choice.reason}):")
     for name in M.METHODS:
         tm = time_it(lambda: M.relevance(model, x, name), max(3, a.repeats // 3))
         print(f"shipped CIFAR-10 model  {name:42s} median {1000 * tm:7.1f} ms = {tm / 0.050:.2f}x of 50 ms")

@@ -20,9 +20,10 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vitviz.models.vit import ViT, make_config  # noqa: E402
-from vitviz.runtime.device import Precision, describe_device  # noqa: E402
+from vitviz.runtime.device import describe_device  # noqa: E402
 from vitviz.training.config import TrainConfig  # noqa: E402
 from vitviz.training.loop import make_optimizer, train_step  # noqa: E402
+from vitviz.training.precision import run_precision  # noqa: E402
 
 KINDS = [  # (kind, substrings of operator names), first match wins
     ("matrix multiplies (linear, attention scores)", ("addmm", "mm", "bmm", "matmul", "linear", "baddbmm")),
@@ -78,7 +79,7 @@ def main():
     model = ViT(make_config(a.preset, dropout=0.0 if a.preset == "quick" else None)).train()
     cfg = TrainConfig(dataset="cifar10", preset=a.preset, batch_size=a.batch, amp=not a.no_amp)
     opt = make_optimizer(model, cfg)
-    precision = Precision(torch.device("cpu"), cfg.amp)
+    precision = run_precision(model, torch.device("cpu"), cfg.amp, a.batch)  # measured, as a run does
     x = torch.randn(a.batch, 3, 32, 32)
     y = torch.randint(0, 10, (a.batch,))
     for _ in range(2):
@@ -93,7 +94,7 @@ def main():
     step_ms = total / 1000 / a.steps
     print(
         f"{describe_device(torch.device('cpu'))}; preset {a.preset}, batch {a.batch}, "
-        f"{'bf16 autocast' if precision.bf16 else 'fp32'}: {step_ms:.1f} ms a step, "
+        f"{precision.choice.reason}: {step_ms:.1f} ms a step, "
         f"{a.batch / step_ms * 1000:.0f} img/s under the profiler"
     )
     print("| where a step's time goes | ms a step | share |")

@@ -11,6 +11,8 @@ Prints images/s for both and the ratios, then the device's measured matmul peak 
 fp32 (an 8320x256 by 256x768 product, the shape of a qkv projection) and the fraction of it that
 vitviz's training reaches (one trained image of these dims is about 0.57 GFLOP of matmuls).
 `--no-amp` trains vitviz in fp32 even where bf16 units exist (the path of CPUs without them).
+`--synthetic N` runs both on N random CIFAR-sized images instead of the data set (throughput alone, where
+the data set cannot be had). The precision vitviz trains in is measured as a run measures it, and said.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tutorial_baseline import TutorialViT, loader  # noqa: E402
 
 import vitviz  # noqa: E402
-from vitviz.data.datasets import load_dataset  # noqa: E402
-from vitviz.runtime.device import Precision  # noqa: E402
+from vitviz.data.datasets import DATASETS, Dataset, Split, load_dataset  # noqa: E402
+from vitviz.runtime import speed  # noqa: E402
 from vitviz.training.loop import TrainConfig, describe_device, evaluate, pick_device, train  # noqa: E402
 
 
@@ -102,6 +104,26 @@ def time_ours_infer(data, n, device):
     return n / (time.perf_counter() - t)
 
 
+def random_cifar(n: int) -> Dataset:
+    """n random 32x32 RGB images with random labels, as training and test split: for speed alone."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (n, 3, 32, 32), generator=g, dtype=torch.uint8)
+    y = torch.randint(0, 10, (n,), generator=g)
+    spec = DATASETS["cifar10"]
+    split = Split(x, y)
+    return Dataset(
+        "cifar10",
+        split,
+        Split(x[:0], y[:0]),
+        split,
+        list(spec["classes"]),
+        spec["mean"],
+        spec["std"],
+        spec["flip"],
+        f"{n} random images",
+    )
+
+
 TRAIN_GFLOP = 0.57  # matmul work of one trained image at the tutorial's dims (forward + backward)
 
 
@@ -129,10 +151,14 @@ def main():
     p.add_argument("--device", default="auto")
     p.add_argument("--data", default=os.environ.get("VITVIZ_DATA"))
     p.add_argument("--no-amp", action="store_true", help="vitviz in fp32 even where bf16 units exist")
+    p.add_argument("--synthetic", type=int, default=0, help="N random images instead of the data set")
     a = p.parse_args()
     device = pick_device(a.device)
-    data = load_dataset("cifar10", a.data, val_size=0)
-    data.train.x, data.train.y = data.train.x[:20000], data.train.y[:20000]
+    if a.synthetic:
+        data = random_cifar(a.synthetic)
+    else:
+        data = load_dataset("cifar10", a.data, val_size=0)
+        data.train.x, data.train.y = data.train.x[:20000], data.train.y[:20000]
     print(f"device: {describe_device(device)}; torch {torch.__version__}")
     rows = []
     for name, fn_base, fn_ours in [
@@ -153,7 +179,9 @@ def main():
             f"{name:9s}  tutorial {base:8.0f} img/s   vitviz {ours:8.0f} img/s   ratio {ours / base:5.2f}x", flush=True
         )
     bf16, fp32 = matmul_peak(device, torch.bfloat16), matmul_peak(device, torch.float32)
-    amp = not a.no_amp and Precision(device).bf16
+    why = "fp32: --no-amp" if a.no_amp else speed.chosen("training", device, lambda: None).reason  # as measured
+    amp = why.startswith("bf16")
+    print(f"vitviz's run measured and chose {why}")
     used = bf16 if amp else fp32
     ours = rows[0][2]
     print(

@@ -21,6 +21,7 @@ from vitviz.data import gallery
 from vitviz.pictures import explanation as views
 from vitviz.pictures import explore as pictures
 from vitviz.pictures import input_view
+from vitviz.runtime import speed
 from vitviz.training import live, record, stops
 
 pytestmark = pytest.mark.usefixtures("small_data")
@@ -294,6 +295,8 @@ def test_train_handler_streams_and_stops_quickly():
     assert time.perf_counter() - t0 < 60  # a bound against a hang: a run of 50 epochs would take far longer
     status, state = outs[-1][0], outs[-1][6]
     assert "Stopped" in status
+    said = speed.chosen("training", torch.device("cpu"), lambda: pytest.fail("not measured by the run")).reason
+    assert f"({said})" in outs[0][0]  # the status says which precision the run took, and why
     assert state.models["session"] is not None
     assert len(outs[-1][5]) == 2  # safetensors + json to download
     assert train_tab.stop_run(FakeRequest("a")) == "No run of yours is going."
@@ -484,3 +487,17 @@ def test_api_take_away_and_the_class_map_methods(client):
         client.predict(handle_file(EXAMPLE), method="saliency", api_name="/explain")
     with pytest.raises(AppError, match="ranking must be one of"):
         client.predict(handle_file(EXAMPLE), method="saliency", api_name="/take_away")
+
+
+def test_the_quick_run_is_designed_for_its_budget_and_the_form_follows_it():
+    cpu = torch.device("cpu")
+    short, long = live.quick_defaults(cpu, 60), live.quick_defaults(cpu, 600)
+    assert short["token_drop"] > 0 and short["token_drop_until"] < 1
+    assert not short["augment"] and long["augment"]  # crop and flip only where the run is long enough
+    assert live.quick_defaults(cpu, 60, "mnist")["patch_size"] == 7 and long["patch_size"] == 4
+    cfg = live.run_config(cpu, dataset="mnist", time_budget=60)
+    assert (cfg.patch_size, cfg.token_drop, cfg.time_budget) == (7, 0.5, 60)
+    assert train_tab.settings("mnist", *[None] * 4, None, None, 60, *[None] * 5)["patch_size"] == 7
+    assert [u["value"] for u in train_tab.follow_recipe("mnist", "60")] == [7, False]
+    assert [u["value"] for u in train_tab.follow_recipe("cifar10", "a while")] == [4, False]  # the default budget
+    assert [u["value"] for u in train_tab.follow_recipe("cifar10", 900)] == [4, True]

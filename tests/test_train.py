@@ -265,3 +265,52 @@ def test_quick_validations_come_on_time_and_match_an_evaluation_by_hand():
             assert acc == pytest.approx(seen[-1]["val_acc"]) and loss == pytest.approx(seen[-1]["val_loss"], rel=1e-3)
     assert len(seen) >= 2 and seen[0]["elapsed"] >= 0.25  # the first after half the interval, then one each
     assert all(b["elapsed"] - a["elapsed"] >= 0.5 - 1e-3 and b["step"] > a["step"] for a, b in zip(seen, seen[1:]))
+
+
+def test_dropped_tokens_are_a_random_set_of_patches_with_their_own_positions():
+    from vitviz.models.vit import ViT, make_config
+
+    torch.manual_seed(0)
+    model = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=2)).eval()
+    x = torch.randn(3, 3, 32, 32)
+    full = model.forward_intermediates(x, return_attention=False)
+    part = model.forward_intermediates(x, return_attention=False, keep=16)
+    assert part["input"].shape == (3, 17, 32) and part["tokens"][-1].shape == (3, 17, 32)
+    assert torch.equal(part["input"][:, 0], full["input"][:, 0])  # CLS always kept
+    for b in range(3):  # each kept token is one of this image's patch tokens, position added, none twice
+        same = (part["input"][b, 1:, None] == full["input"][b, None, 1:]).all(-1)  # (16 kept, 64 patches)
+        hits = same.nonzero()[:, 1]
+        assert len(hits) == 16 and len(set(hits.tolist())) == 16
+    assert not torch.equal(part["input"][0, 1:], part["input"][1, 1:])  # another set per image
+
+
+def test_tokens_are_dropped_only_in_the_early_part_of_a_run():
+    from vitviz.training.loop import tokens_kept
+
+    cfg = TrainConfig(token_drop=0.75, token_drop_until=0.4, **TINY)
+    assert tokens_kept(cfg, 0.0) == 16 and tokens_kept(cfg, 0.39) == 16  # 64 patches, a quarter kept
+    assert tokens_kept(cfg, 0.4) == 0 and tokens_kept(cfg, 0.9) == 0  # then every token
+    assert tokens_kept(TrainConfig(**TINY), 0.0) == 0
+
+
+def test_the_weight_average_follows_its_formula_and_the_run_reports_it():
+    from vitviz.training.loop import WeightAverage
+
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 2)
+    avg = WeightAverage(net, 0.9)
+    expect = [p.detach().clone() for p in net.parameters()]
+    for t in range(1, 31):
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(torch.randn_like(p))
+        avg.update()
+        d = min(0.9, (1 + t) / (10 + t))
+        expect = [d * e + (1 - d) * p.detach() for e, p in zip(expect, net.parameters())]
+    for e, a in zip(expect, avg.model.parameters()):
+        assert torch.allclose(e, a, atol=1e-6)
+    from vitviz.explain import interpret as I
+
+    done = events(TrainConfig(epochs=1, ema=0.9, **TINY))[-1]
+    assert done["event"] == "done" and not done["model"].training
+    assert I.legrad(done["model"], torch.randn(1, 3, 32, 32)).shape == (1, 64)  # the average explains as any model

@@ -75,8 +75,8 @@ def settings(
     augment: object,
     seed: object,
 ) -> dict:
-    """The Train form's values under TrainConfig's names (None: the quick default)."""
-    q = quick()
+    """The Train form's values under TrainConfig's names (None: the quick run's for this data set and budget)."""
+    q = live.quick_defaults(device(), seconds(time_budget), dataset if dataset in DATASETS else "cifar10")
     tiny = make_config(q["preset"])
     pick = lambda v, d: d if v is None else v  # noqa: E731
     return dict(
@@ -85,7 +85,7 @@ def settings(
         depth=pick(depth, tiny.depth),
         num_heads=pick(heads, tiny.num_heads),
         embed_dim=pick(width, tiny.embed_dim),
-        patch_size=pick(patch, tiny.patch_size),
+        patch_size=pick(patch, q["patch_size"]),
         epochs=pick(epochs, q["epochs"]),
         time_budget=pick(time_budget, q["time_budget"]) or 0,
         batch_size=pick(batch_size, q["batch_size"]),
@@ -94,6 +94,23 @@ def settings(
         augment=pick(augment, q["augment"]),
         seed=pick(seed, 0) or 0,
     )
+
+
+def seconds(value: object) -> float | None:
+    """A budget typed in the form as seconds, or None where it is not a positive number (TrainConfig.parse
+    answers a strange value with a sentence later)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if 0 < v < float("inf") else None
+
+
+def follow_recipe(dataset: str, budget: object) -> tuple:
+    """The patch size and augmentation of the quick run for this data set and budget: the form follows them when
+    either changes (the visitor can still change both)."""
+    q = live.quick_defaults(device(), seconds(budget), dataset if dataset in DATASETS else "cifar10")
+    return gr.update(value=q["patch_size"]), gr.update(value=q["augment"])
 
 
 def train_run(
@@ -350,6 +367,8 @@ def wire(c: dict, shell: Shell, compare_menus: list, demo: gr.Blocks) -> None:
     c["preset"].change(
         preset_sizes, c["preset"], [c["depth"], c["heads"], c["width"], c["patch"]], api_visibility="private"
     )
+    for changed in (c["dataset"], c["budget"]):
+        changed.change(follow_recipe, [c["dataset"], c["budget"]], [c["patch"], c["augment"]], api_visibility="private")
     buttons = [c["train"], c["stop"], c["use"]]
     run = dict(
         inputs=[c[k] for k in FORM] + [shell.state],

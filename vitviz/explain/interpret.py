@@ -19,7 +19,9 @@ import math
 import torch
 
 from vitviz.models.loaded import eval_mode, loaded
-from vitviz.runtime.device import bf16_available
+from vitviz.runtime import speed
+from vitviz.runtime.device import Precision
+from vitviz.runtime.speed import Choice, fp32
 
 
 def num_prefix(model: LoadedViT) -> int:
@@ -235,6 +237,23 @@ def attention_and_relevance(model: LoadedViT, x: torch.Tensor, target: torch.Ten
 # ---------------------------------------------------------------- occlusion and token norms
 
 
+def inference_precision(model: LoadedViT, x: torch.Tensor, images: int = 8) -> Precision:
+    """The precision of batched forward passes on `x`'s device: the process's choice, measured once (on this
+    model and `images` copies of x's first image, in fp32 and in bf16) by the first call that needs it."""
+    device = x.device
+
+    def measure() -> speed.Choice:
+        batch = x[:1].expand(images, *x.shape[1:]).contiguous()
+
+        def passes(choice: speed.Choice) -> None:
+            with torch.no_grad(), eval_mode(model), Precision(device, choice=choice)():
+                model(batch)
+
+        return speed.decide(device, passes)
+
+    return Precision(device, choice=speed.chosen("inference", device, measure))
+
+
 def hide_patches(x: torch.Tensor, hidden: torch.Tensor, patch: int) -> torch.Tensor:
     """`x` (B, C, H, W) with the patches where `hidden` (B, P) is true set to the data set's mean colour (0 in
     the normalised input)."""
@@ -254,16 +273,20 @@ def occlusion(
     """How much the target class's probability falls when one patch is hidden: (B, C, H, W) -> (B, P).
 
     A hidden patch is set to the data set's mean colour (`hide_patches`). `target` None means the predicted
-    class. All B x P occluded images run as batches of `batch_size`, in bf16 where the device has bf16 units
-    (`bf16` None) or when asked (True), in fp32 otherwise (False: the exact path). The unoccluded image runs in
-    the same precision as the occluded ones, so that rounding never shows up as a patch's effect."""
+    class. All B x P occluded images run as batches of `batch_size`: with `bf16` None in the precision measured
+    faster for forward passes on this machine (`inference_precision`), else in bf16 (True) or fp32 (False: the
+    exact path). The unoccluded image runs in the same precision as the occluded ones, so that rounding never
+    shows up as a patch's effect."""
     patch = loaded(model).layout.patch_size
     B, _, H, W = x.shape
     P = (H // patch) * (W // patch)
-    low = bf16_available(x.device) if bf16 is None else bf16
+    if bf16 is None:
+        precision = inference_precision(model, x)
+    else:
+        precision = Precision(x.device, choice=Choice(True, False, 1.0, "bf16: asked for") if bf16 else fp32("fp32"))
 
     def probs_of(images: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(x.device.type, torch.bfloat16, enabled=low):
+        with precision():
             return model(images).float().softmax(-1)
 
     with eval_mode(model):

@@ -15,6 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from vitviz.runtime.device import attention_path
+
 
 def intermediates(
     logits: torch.Tensor, attns: list, patches: torch.Tensor, first: torch.Tensor, tokens: list, with_attention: bool
@@ -110,10 +112,26 @@ def make_config(preset: str = "tiny", **overrides) -> ViTConfig:
     return ViTConfig(**{**PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}})
 
 
+class _Drop(torch.autograd.Function):
+    """x * keep * scale, keeping only the boolean mask for the backward pass (one multiply each way)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return torch.mul(x, keep).mul_(scale)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple:
+        (keep,) = ctx.saved_tensors
+        return torch.mul(grad, keep).mul_(ctx.scale), None, None
+
+
 class Dropout(nn.Module):
     """Inverted dropout. On the CPU the mask is cut from random 64-bit words, 7 bytes a word, so the
     generator runs once per 7 elements: torch's per-element bernoulli_ took 40% of a training step
-    there. The drop probability is rounded to a multiple of 1/256 (0.2 -> 51/256)."""
+    there. The drop probability is rounded to a multiple of 1/256 (0.2 -> 51/256). Only the boolean mask is
+    kept for the backward pass."""
 
     def __init__(self, p: float):
         super().__init__()
@@ -128,7 +146,20 @@ class Dropout(nn.Module):
         words = torch.empty((n + 6) // 7, dtype=torch.int64, device=x.device).random_()  # 63 random bits each
         rand = words.view(torch.uint8).view(-1, 8)[:, :7].reshape(-1)[:n].view(x.shape)  # uniform bytes
         cut = round(self.p * 256)
-        return torch.where(rand >= cut, x * (256 / (256 - cut)), 0.0)
+        return _Drop.apply(x, rand >= cut, 256 / (256 - cut))
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """softmax(q k^T * scale) v for (B, H, N, hd) tensors. Under bf16 autocast on a CPU, by the path measured
+    fastest there (vitviz.runtime.speed): the fused kernel in fp32 or in bf16, or bf16 matmuls and a bf16
+    softmax (for a small ViT's short sequences often the fastest: the N x N scores are small)."""
+    path = attention_path() if q.device.type == "cpu" and torch.is_autocast_enabled("cpu") else "native"
+    if path == "fp32":
+        with torch.autocast("cpu", enabled=False):
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    if path == "matmuls":  # the softmax in bf16 too: its copies to fp32 and back cost more than it does
+        return ((q @ k.transpose(-2, -1)) * scale).softmax(-1) @ v
+    return F.scaled_dot_product_attention(q, k, v)
 
 
 class Attention(nn.Module):
@@ -143,18 +174,14 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, return_attention: bool = False) -> torch.Tensor:
         B, N, D = x.shape
-        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)  # each (B, H, N, hd)
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).contiguous()
+        q, k, v = qkv.unbind(0)  # each (B, H, N, hd), contiguous: one copy here, not one in each matmul
         attn = None
         if return_attention:
             attn = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)  # (B, H, N, N)
             x = attn @ v
-        elif x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-            # The CPU flash kernel's bf16 backward is several times slower than its fp32 one.
-            with torch.autocast("cpu", enabled=False):
-                x = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
         else:
-            x = F.scaled_dot_product_attention(q, k, v)
+            x = attend(q, k, v, self.scale)
         x = x.transpose(1, 2).reshape(B, N, D)  # (B, H, N, hd) -> (B, N, D)
         return self.proj_drop(self.proj(x)), attn
 
@@ -227,17 +254,23 @@ class ViT(nn.Module):
         nn.init.zeros_(self.patch_embed.proj.bias)
         nn.init.zeros_(self.head.weight)
 
-    def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict:
+    def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True, keep: int = 0) -> dict:
         """Run the model and return what it computed on the way, from this call alone:
         {'logits': (B, C), 'attn': [L x (B, H, N, N)] or None, 'patches': (B, P, D) the patch embedding,
         'input': (B, N, D) the tokens the first block receives, 'tokens': [L x (B, N, D)] each block's output}.
 
         Nothing is kept on the module, so concurrent calls never see each other's tensors. The attention
         tensors are part of the autograd graph (gradient rollout and LeGrad take gradients with respect to them).
+        `keep` > 0 (training's cheaper early steps) passes only that many patch tokens, a random set per image
+        with their own positions, to the blocks (FLIP's patch dropping).
         """
         B = x.shape[0]
         patches = self.patch_embed(x)  # (B, P, D)
-        x = torch.cat([self.cls_token.expand(B, -1, -1), patches], dim=1) + self.pos_embed  # (B, N, D)
+        pos = self.pos_embed
+        x = torch.cat([self.cls_token.expand(B, -1, -1), patches], dim=1) + pos  # (B, N, D)
+        if 0 < keep < patches.shape[1]:
+            chosen = torch.rand(B, patches.shape[1], device=x.device).argsort(1)[:, :keep] + 1  # 1..P: patches
+            x = torch.cat([x[:, :1], x.gather(1, chosen[..., None].expand(-1, -1, x.shape[2]))], dim=1)
         x = self.pos_drop(x)
         first, attns, tokens = x, [], []
         for blk in self.blocks:
@@ -259,8 +292,8 @@ class ViT(nn.Module):
         """Logits from (B, N, D) tokens: the CLS token through the final norm and the head."""
         return self.head(self.norm(tokens[:, 0]))
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False) -> torch.Tensor:
-        out = self.forward_intermediates(x, return_attention)
+    def forward(self, x: torch.Tensor, return_attention: bool = False, keep: int = 0) -> torch.Tensor:
+        out = self.forward_intermediates(x, return_attention, keep)
         if return_attention:
             return out["logits"], torch.stack(out["attn"], dim=1)  # (B, L, H, N, N)
         return out["logits"]

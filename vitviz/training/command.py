@@ -40,6 +40,18 @@ def parser() -> argparse.ArgumentParser:
         help="probability that a batch is mixed with CutMix or Mixup (even odds); 0 turns it off",
     )
     p.add_argument("--erase", type=float, default=defaults.erase, help="random-erasing probability per image")
+    p.add_argument(
+        "--token-drop",
+        type=float,
+        default=defaults.token_drop,
+        help="fraction of patch tokens left out of each early step (cheaper steps); 0 turns it off",
+    )
+    p.add_argument(
+        "--token-drop-until", type=float, default=defaults.token_drop_until, help="... for this fraction of the run"
+    )
+    p.add_argument(
+        "--ema", type=float, default=defaults.ema, help="decay of a weight average used for validation and the result"
+    )
     p.add_argument("--subset", type=int, default=0, help="train on this many images (0: all)")
     p.add_argument("--val-size", type=int, default=defaults.val_size)
     p.add_argument("--seed", type=int, default=0)
@@ -84,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             kind = ev["event"]
             if kind == "start":
                 print(
-                    f"{ev['params']:,} parameters on {ev['device_name']}; {ev['train_images']:,} training images "
-                    f"from {ev['data']}; {ev['steps']:,} steps",
+                    f"{ev['params']:,} parameters on {ev['device_name']} ({ev['precision']}); "
+                    f"{ev['train_images']:,} training images from {ev['data']}; {ev['steps']:,} steps",
                     flush=True,
                 )
                 bar = tqdm(

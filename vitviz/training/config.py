@@ -41,6 +41,9 @@ class TrainConfig:
     augment: bool = True  # random crop with padding, and flips where the data set allows them
     mix: float = 0.0  # probability that a batch is mixed by CutMix or Mixup (0: never)
     erase: float = 0.0  # probability of random erasing per image (0: never)
+    token_drop: float = 0.0  # fraction of the patch tokens left out of each early step (cheaper steps; 0: none)
+    token_drop_until: float = 0.5  # ... for this fraction of the run, then every token
+    ema: float = 0.0  # decay of an average of the weights that validation and the result use (0: none)
     subset: int = 0  # train on this many images (0: the whole training split)
     val_size: int = 5000  # held out of the training set for validation
     seed: int = 0
@@ -166,6 +169,9 @@ LIMITS = [
     ("label_smoothing", 0, 0.5, "0 to 0.5"),
     ("mix", 0, 1, "0 to 1"),
     ("erase", 0, 1, "0 to 1"),
+    ("token_drop", 0, 0.9, "0 to 0.9"),
+    ("token_drop_until", 0, 1, "0 to 1"),
+    ("ema", 0, 0.9999, "0 (none) to 0.9999"),
     ("subset", 0, 10_000_000, "0 (all) or a number of images"),
     ("val_size", 0, 50_000, "0 to 50,000"),
     ("seed", 0, 2**32 - 1, "0 to 4,294,967,295"),
@@ -195,6 +201,9 @@ LABELS = {
     "augment": "Augmentation",
     "mix": "The CutMix/Mixup probability",
     "erase": "The random-erasing probability",
+    "token_drop": "The early token drop",
+    "token_drop_until": "How long tokens are dropped",
+    "ema": "The weight average's decay",
     "subset": "The training subset",
     "val_size": "The validation size",
     "seed": "The seed",

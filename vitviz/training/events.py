@@ -28,6 +28,7 @@ def start_event(p: Parts) -> dict:
         "params": p.model.num_params(),
         "device": str(p.device),
         "device_name": describe_device(p.device),
+        "precision": p.precision.choice.reason,
         "train_images": p.batches.n,
         "steps": p.total_steps,
         "steps_per_epoch": p.batches.per_epoch,

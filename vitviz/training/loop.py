@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
+import copy
 import math
 import threading
 import time
@@ -46,6 +47,7 @@ from vitviz.training.batches import Batches
 from vitviz.training.config import ConfigError, TrainConfig
 from vitviz.training.events import result_event, snapshot_event, start_event, step_event
 from vitviz.training.heldout import QuickVal, epoch_record, evaluate
+from vitviz.training.precision import run_precision
 
 __all__ = ["TrainConfig", "ConfigError", "train", "evaluate", "build_model", "pick_device", "describe_device"]
 
@@ -145,12 +147,13 @@ def train_step(
     lr: float,
     cfg: TrainConfig,
     precision: Precision,
+    keep: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimisation step; returns (loss tensor, logits)."""
+    """One optimisation step (on `keep` random patch tokens of each image when > 0); returns (loss, logits)."""
     for g in opt.param_groups:
         g["lr"] = lr
     with precision():
-        logits = model(xb)
+        logits = model(xb, keep=keep)
     loss = F.cross_entropy(logits.float(), target, label_smoothing=cfg.label_smoothing)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -211,6 +214,12 @@ class Parts:
     opt: torch.optim.Optimizer
     total_steps: int
     warmup_steps: int
+    average: WeightAverage | None = None
+
+    @property
+    def shown(self) -> ViT:
+        """The model that validation, checkpoints and the result use: the weight average where there is one."""
+        return self.average.model if self.average is not None else self.model
 
 
 def setup(
@@ -219,11 +228,11 @@ def setup(
     """The run's parts: the data loaded (unless given), the model built or resumed from `out`, on its device."""
     cfg.validate()
     device = pick_device(cfg.device)
-    precision = Precision(device, cfg.amp)
     data = data if data is not None else load_dataset(cfg.dataset, data_path, val_size=cfg.val_size)
     model = build_model(cfg, data)
     run = resume_from(out, model) if resume and out is not None and checkpoint.paths(out)[1].exists() else Progress()
     model.to(device).train()
+    precision = run_precision(model, device, cfg.amp, cfg.batch_size)
     gen = torch.Generator().manual_seed(cfg.seed)
     batches = Batches(cfg, data, model.card, device, gen)
     total_steps = max(1, round(cfg.epochs * batches.per_epoch))
@@ -231,7 +240,31 @@ def setup(
     if run.optimizer is not None:
         restore_optimizer(opt, gen, run.optimizer, device)
     warmup = min(round(cfg.warmup * batches.per_epoch), total_steps // 5)
-    return Parts(cfg, device, precision, data, model, run, gen, batches, opt, total_steps, warmup)
+    average = WeightAverage(model, cfg.ema) if cfg.ema > 0 else None
+    return Parts(cfg, device, precision, data, model, run, gen, batches, opt, total_steps, warmup, average)
+
+
+class WeightAverage:
+    """An exponential moving average of a model's weights (its decay warmed up as min(decay, (1 + t) / (10 + t))
+    so that the first steps are not averaged with the random start)."""
+
+    def __init__(self, model: ViT, decay: float):
+        self.model = copy.deepcopy(model).eval()  # its weights keep requires_grad: gradient maps need it
+        self.decay, self.steps = decay, 0
+        self.params, self.sources = list(self.model.parameters()), list(model.parameters())
+
+    @torch.no_grad()
+    def update(self) -> None:
+        self.steps += 1
+        decay = min(self.decay, (1 + self.steps) / (10 + self.steps))
+        torch._foreach_lerp_(self.params, self.sources, 1.0 - decay)
+
+
+def tokens_kept(cfg: TrainConfig, progress: float) -> int:
+    """How many patch tokens a step passes to the blocks at this point of the run (0: all of them)."""
+    if cfg.token_drop <= 0 or progress >= cfg.token_drop_until:
+        return 0
+    return max(1, round(cfg.model_config().num_patches * (1 - cfg.token_drop)))
 
 
 def train(
@@ -254,10 +287,10 @@ def train(
         return max(run.step / total_steps, elapsed / cfg.time_budget if cfg.time_budget > 0 else 0.0)
 
     def end_epoch(epoch: float, elapsed: float, limit: int = 0) -> Iterator[dict]:
-        rec = epoch_record(model, data, precision, cfg, epoch, run.step, elapsed, *meter.take(), limit)
+        rec = epoch_record(p.shown, data, precision, cfg, epoch, run.step, elapsed, *meter.take(), limit)
         run.history.append(rec)
         yield {"event": "epoch", **rec}
-        path = save_run(out, model, opt, gen, cfg, run.history, rec)
+        path = save_run(out, p.shown, opt, gen, cfg, run.history, rec)
         if path is not None:
             yield {"event": "checkpoint", "path": str(path), "epoch": rec["epoch"]}
 
@@ -275,7 +308,9 @@ def train(
             break
         xb, target = batches.next()
         lr = get_lr(run.step, progress(elapsed), cfg, warmup_steps)
-        loss, logits = train_step(model, opt, xb, target, lr, cfg, precision)
+        loss, logits = train_step(model, opt, xb, target, lr, cfg, precision, tokens_kept(cfg, progress(elapsed)))
+        if p.average is not None:
+            p.average.update()
         run.step += 1
         meter.seen += batches.size
         if run.step % cfg.log_every == 0 or run.step == 1:
@@ -289,24 +324,24 @@ def train(
                 run.step, batches, total_steps, cfg, loss_v, lr, meter.rate(), time.perf_counter() - t0, progress
             )
         if quick.due():
-            yield quick.event(model, run.step, time.perf_counter() - t0)
+            yield quick.event(p.shown, run.step, time.perf_counter() - t0)
             meter.rate()  # evaluation time is not training time
         if snapshots and cfg.snapshot_every and run.step % cfg.snapshot_every == 0:
             handed = time.perf_counter()
-            yield snapshot_event("step", run.step, run.step / batches.per_epoch, model)
+            yield snapshot_event("step", run.step, run.step / batches.per_epoch, p.shown)
             meter.t += time.perf_counter() - handed  # the pictures drawn from it are not training time
         if run.step % batches.per_epoch == 0:
             run.epoch += 1
             yield from end_epoch(run.epoch, time.perf_counter() - t0)
             if snapshots:
-                yield snapshot_event("epoch", run.step, run.epoch, model)
+                yield snapshot_event("epoch", run.step, run.epoch, p.shown)
             meter.rate()  # evaluation time is not training time
 
     elapsed = time.perf_counter() - t0
     if status != "error" and run.step > 0 and (not run.history or run.history[-1]["step"] != run.step):
         # a stopped run answers fast: it validates on at most 500 images
         yield from end_epoch(run.step / batches.per_epoch, elapsed, 500 if status == "stopped" else 0)
-    yield result_event(status, message, run, elapsed, model, out, data.test if final_test else None, precision)
+    yield result_event(status, message, run, elapsed, p.shown, out, data.test if final_test else None, precision)
 
 
 def save_run(
