@@ -19,6 +19,7 @@ import math
 import torch
 
 from vitviz.models.loaded import eval_mode, loaded
+from vitviz.models.vit import ViT, attend
 from vitviz.runtime import speed
 from vitviz.runtime.device import Precision
 from vitviz.runtime.speed import Choice, fp32
@@ -239,8 +240,10 @@ def attention_and_relevance(model: LoadedViT, x: torch.Tensor, target: torch.Ten
 
 def inference_precision(model: LoadedViT, x: torch.Tensor, images: int = 8) -> Precision:
     """The precision of batched forward passes on `x`'s device: the process's choice, measured once (on this
-    model and `images` copies of x's first image, in fp32 and in bf16) by the first call that needs it."""
+    model and `images` copies of x's first image, in fp32 and in bf16; for vitviz's own ViT, its attention
+    alone by each path too) by the first call that needs it."""
     device = x.device
+    module = loaded(model).module
 
     def measure() -> speed.Choice:
         batch = x[:1].expand(images, *x.shape[1:]).contiguous()
@@ -249,7 +252,18 @@ def inference_precision(model: LoadedViT, x: torch.Tensor, images: int = 8) -> P
             with torch.no_grad(), eval_mode(model), Precision(device, choice=choice)():
                 model(batch)
 
-        return speed.decide(device, passes)
+        attention = None
+        if isinstance(module, ViT):  # other families run their own attention: no path to choose
+            cfg = module.config
+            shape = (64, cfg.num_heads, cfg.num_patches + 1, cfg.embed_dim // cfg.num_heads)
+            qkv = [torch.randn(shape, device=device, dtype=torch.bfloat16) for _ in range(3)]
+
+            def attention(path: str) -> None:
+                with torch.no_grad(), Precision(device, choice=speed.Choice(True, path, 1.0, ""))():
+                    attend(*qkv, shape[-1] ** -0.5)
+
+        with torch.random.fork_rng(devices=[]):
+            return speed.decide(device, passes, attention)
 
     return Precision(device, choice=speed.chosen("inference", device, measure))
 

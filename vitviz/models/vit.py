@@ -116,13 +116,15 @@ class _Drop(torch.autograd.Function):
     """x * keep * scale, keeping only the boolean mask for the backward pass (one multiply each way)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, keep: torch.Tensor, scale: float
+    ) -> torch.Tensor:
         ctx.save_for_backward(keep)
         ctx.scale = scale
         return torch.mul(x, keep).mul_(scale)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple:
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple:
         (keep,) = ctx.saved_tensors
         return torch.mul(grad, keep).mul_(ctx.scale), None, None
 

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from vitviz.data.datasets import Split, normalize
+from vitviz.explain.interpret import inference_precision
 from vitviz.models.card import card_of
 from vitviz.models.vit import ViT
 from vitviz.runtime.device import Precision
@@ -32,8 +33,10 @@ def evaluate(
 ) -> tuple[float, float]:
     """(mean loss, accuracy) of `model` on a split, in eval mode; restores the model's mode."""
     device = device or next(model.parameters()).device
-    precision = precision or Precision(device, amp)
     card = card_of(model)
+    if precision is None and amp and len(split):  # the precision measured fastest for forward passes here
+        precision = inference_precision(model, normalize(split.x[:1].to(device), card.mean, card.std))
+    precision = precision or Precision(torch.device(device), amp=False)
     was_training = model.training
     model.eval()
     loss_sum, correct = 0.0, 0
