@@ -327,10 +327,11 @@ def build() -> dict:
                 "images where a run was stopped. Chance is 10% for both data sets."
             )
             help_line(
-                "**Why validation loss can sit below training loss:** training images are augmented (random "
-                "crops and flips) and scored against smoothed labels (label smoothing 0.1 gives no image a full "
-                "1.0), which both raise their loss; held-out images get neither. The model is not doing better on "
-                "images it has never seen."
+                "**Why validation loss can sit below training loss:** training images are scored against "
+                "smoothed labels (label smoothing 0.1 gives no image a full 1.0); in the quick run's first 80% "
+                "each training image shows the model only half its patches (cheaper steps); with augmentation on "
+                "they are also cropped and flipped. All of these raise the training loss; held-out images get "
+                "none of them. The model is not doing better on images it has never seen."
             )
             c["probes"] = pic("Attention rollout on fixed probe images", "probes")
             help_line(
