@@ -288,9 +288,9 @@ def test_tokens_are_dropped_only_in_the_early_part_of_a_run():
     from vitviz.training.loop import tokens_kept
 
     cfg = TrainConfig(token_drop=0.75, token_drop_until=0.4, **TINY)
-    assert tokens_kept(cfg, 0.0) == 16 and tokens_kept(cfg, 0.39) == 16  # 64 patches, a quarter kept
-    assert tokens_kept(cfg, 0.4) == 0 and tokens_kept(cfg, 0.9) == 0  # then every token
-    assert tokens_kept(TrainConfig(**TINY), 0.0) == 0
+    assert tokens_kept(cfg, 0.0, 64) == 16 and tokens_kept(cfg, 0.39, 64) == 16  # a quarter of 64 kept
+    assert tokens_kept(cfg, 0.4, 64) == 0 and tokens_kept(cfg, 0.9, 64) == 0  # then every token
+    assert tokens_kept(TrainConfig(**TINY), 0.0, 64) == 0
 
 
 def test_the_weight_average_follows_its_formula_and_the_run_reports_it():
