@@ -501,3 +501,5 @@ def test_the_quick_run_is_designed_for_its_budget_and_the_form_follows_it():
     assert [u["value"] for u in train_tab.follow_recipe("mnist", "60")] == [7, False]
     assert [u["value"] for u in train_tab.follow_recipe("cifar10", "a while")] == [4, False]  # the default budget
     assert [u["value"] for u in train_tab.follow_recipe("cifar10", 900)] == [4, True]
+    gpu = live.quick_defaults(torch.device("cuda"), None, "mnist")  # a GPU (ZeroGPU) has its own recipe
+    assert gpu["patch_size"] == 4 and gpu["augment"] and gpu["time_budget"] == 60

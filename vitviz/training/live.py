@@ -86,10 +86,9 @@ def quick_defaults(device: torch.device, budget: float | None = None, dataset: s
     budget rather than an epoch recipe cut short by it (measured with benchmarks/time_to_accuracy.py, figures
     in docs/benchmarks.md): the learning rate warms up over a tenth of the budget and decays to zero at its
     end; the first 80% of the budget trains on half of each image's patch tokens (steps about half as dear);
-    crop and flip only for budgets over 5 minutes
-    (in fewer epochs the model has not seen the images often enough to overfit them); MNIST in such a
-    budget with 7-pixel patches."""
-    common = dict(epochs=30, warmup=0.5, label_smoothing=0.1, subset=0)
+    crop and flip only for budgets over 5 minutes (in fewer epochs the model has not seen the images often
+    enough to overfit them); MNIST in such a budget with 7-pixel patches. A GPU keeps its epoch recipe."""
+    common = dict(epochs=30, warmup=0.5, label_smoothing=0.1, subset=0, patch_size=4)
     if device.type == "cuda":
         return {**common, "preset": "tiny", "time_budget": budget or 60, "batch_size": 512, "lr": 3e-3, "augment": True}
     budget = budget or 180
