@@ -40,10 +40,6 @@ class Choice:
     reason: str  # "bf16: 2.6x faster here", "fp32: this CPU has no fast bf16 ..."
     timings: dict = field(default_factory=dict, compare=False)  # what was measured, seconds each
 
-    @property
-    def label(self) -> str:
-        return "bf16" if self.bf16 else "fp32"
-
 
 def fp32(reason: str, timings: dict | None = None) -> Choice:
     return Choice(False, "fp32", 1.0, reason, timings or {})
@@ -129,9 +125,3 @@ def chosen(kind: str, device: torch.device, measure: Callable[[], Choice]) -> Ch
         if key not in _choices:
             _choices[key] = measure()
         return _choices[key]
-
-
-def forget() -> None:
-    """Drop every kept choice (tests; a process whose load changed)."""
-    with _guard:
-        _choices.clear()

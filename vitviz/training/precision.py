@@ -1,5 +1,5 @@
 """A run's precision, measured on its own model: the first run of a process times a few forward and backward
-passes of its model in fp32 and in bf16, and its attention kernel alone in each (vitviz.runtime.speed);
+passes of its model in fp32 and in bf16, and its attention alone by each path (vitviz.runtime.speed);
 every later run of the process keeps that choice."""
 
 from __future__ import annotations
