@@ -172,3 +172,12 @@ def test_a_run_says_which_precision_it_took_and_why():
     assert start["precision"].startswith(("bf16: ", "fp32: "))
     start = next(train(TrainConfig(amp=False, **tiny), data=synthetic_cifar()))
     assert start["precision"] == "fp32: mixed precision is off"
+
+
+@pytest.mark.bf16
+def test_on_a_cpu_with_bf16_units_the_model_is_timed_in_both_precisions():
+    """Native bf16 units make the small matmul faster in bf16, so the whole passes are timed in both."""
+    model = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).train()
+    c = measure(model, CPU, batch_size=16)
+    assert c.timings["matmul_gain"] >= speed.MIN_GAIN
+    assert {"fp32", "bf16", "attention fp32", "attention bf16", "attention matmuls"} <= set(c.timings)
