@@ -297,7 +297,8 @@ def occlusion(
     if bf16 is None:
         precision = inference_precision(model, x)
     else:
-        precision = Precision(x.device, choice=Choice(True, False, 1.0, "bf16: asked for") if bf16 else fp32("fp32"))
+        asked = Choice(True, "fp32", 1.0, "bf16: asked for")  # bf16 matmuls, attention by the fp32 kernel
+        precision = Precision(x.device, choice=asked if bf16 else fp32("fp32: asked for"))
 
     def probs_of(images: torch.Tensor) -> torch.Tensor:
         with precision():

@@ -38,7 +38,7 @@ def measure(model: ViT, device: torch.device, batch_size: int) -> speed.Choice:
                 attend(q, k, v, hd**-0.5).float().sum().backward()
 
         try:
-            return speed.decide(device, passes, attention if cfg.num_classes else None)
+            return speed.decide(device, passes, attention)
         finally:
             model.zero_grad(set_to_none=True)
 
