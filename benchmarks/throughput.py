@@ -1,7 +1,10 @@
 """Training and inference images/s: vitviz's ViT against the tutorial's code, same dims, same run.
 
-    python benchmarks/throughput.py [--steps 40] [--device cpu|cuda] [--no-amp]
+    python benchmarks/throughput.py [--steps 20] [--rounds 4] [--device cpu|cuda] [--no-amp] [--synthetic N]
 
+Training: the two take turns, `--rounds` rounds of `--steps` steps each (after `--warmup` steps), so a
+machine whose speed drifts (shared cores move 10-30% within minutes) slows both alike; each side's
+img/s is its images over its time in all rounds, and the line gives the range of the rounds' ratios.
 Both sides run end to end including data: the baseline through a DataLoader of
 per-image PIL transforms (the tutorial's recipe), vitviz through its own
 training loop (uint8 data in memory, batch augmentation as tensor ops, bf16
@@ -21,6 +24,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -36,28 +40,68 @@ from vitviz.runtime import speed  # noqa: E402
 from vitviz.training.loop import TrainConfig, describe_device, evaluate, pick_device, train  # noqa: E402
 
 
-def time_baseline_train(data, steps, warmup, device, bs=128):
+def baseline_rounds(data, steps, warmup, device, bs=128) -> Iterator[float]:
+    """The tutorial's training, `steps` steps at a time after `warmup`: yields each round's images/s."""
     torch.manual_seed(0)
     model = TutorialViT().to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
     crit = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
-    dl = loader(data.train.x, data.train.y, train=True, batch_size=bs)
-    it = iter(dl)
-    for i in range(warmup + steps):
-        if i == warmup:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            t = time.perf_counter()
-        x, y = next(it)
-        x, y = x.to(device), y.to(device)
-        opt.zero_grad()
-        loss = crit(model(x), y)
-        loss.backward()
-        opt.step()
-    loss.item()
-    dt = time.perf_counter() - t
-    del it, dl
-    return steps * bs / dt
+    it = iter(loader(data.train.x, data.train.y, train=True, batch_size=bs))
+
+    def run(n: int) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            x, y = next(it)
+            x, y = x.to(device), y.to(device)
+            opt.zero_grad()
+            loss = crit(model(x), y)
+            loss.backward()
+            opt.step()
+        loss.item()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return n * bs / (time.perf_counter() - t)
+
+    run(warmup)
+    while True:
+        yield run(steps)
+
+
+def ours_rounds(data, steps, warmup, device, rounds, bs=128, amp=True) -> Iterator[float]:
+    """vitviz's training loop, `steps` steps at a time after `warmup`: yields each round's images/s, timed from
+    step event to step event (the loop is paused between rounds)."""
+    cfg = TrainConfig(
+        dataset="cifar10",
+        preset="seed",
+        epochs=(warmup + rounds * steps + 1) / (len(data.train) // bs),
+        batch_size=bs,
+        log_every=1,
+        device=device.type,
+        val_size=0,
+        amp=amp,
+    )
+    events = (ev for ev in train(cfg, data=data) if ev["event"] == "step")
+    for ev in events:
+        if ev["step"] >= warmup:
+            break
+    while True:
+        t = time.perf_counter()
+        for _, ev in zip(range(steps), events):
+            pass
+        yield steps * bs / (time.perf_counter() - t)
+
+
+def time_train(data, steps, warmup, rounds, device, amp) -> tuple[float, float, list[float]]:
+    """Both trainings in turns, `rounds` rounds of `steps` steps each, so that a machine whose speed drifts
+    (shared cores) slows both alike: (tutorial img/s, vitviz img/s, each round's ratio), a side's img/s being
+    its images over its time across all rounds."""
+    base = baseline_rounds(data, steps, warmup, device)
+    ours = ours_rounds(data, steps, warmup, device, rounds, amp=amp)
+    pairs = [(next(base), next(ours)) for _ in range(rounds)]
+    base.close()
+    ours.close()
+    mean = [len(pairs) / sum(1 / p[i] for p in pairs) for i in (0, 1)]  # images over time, steps being equal
+    return mean[0], mean[1], [o / b for b, o in pairs]
 
 
 def time_baseline_infer(data, n, device, bs=128):
@@ -145,8 +189,9 @@ def matmul_peak(device, dtype, repeats: int = 20) -> float:
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=4, help="turns of --steps steps each side takes")
     p.add_argument("--infer-images", type=int, default=5000)
     p.add_argument("--device", default="auto")
     p.add_argument("--data", default=os.environ.get("VITVIZ_DATA"))
@@ -158,26 +203,19 @@ def main():
         data = random_cifar(a.synthetic)
     else:
         data = load_dataset("cifar10", a.data, val_size=0)
-        data.train.x, data.train.y = data.train.x[:20000], data.train.y[:20000]
+        n = max(20000, (a.warmup + a.rounds * a.steps + 2) * 128)  # no epoch ends (and validates) inside a round
+        data.train.x, data.train.y = data.train.x[:n], data.train.y[:n]
     print(f"device: {describe_device(device)}; torch {torch.__version__}")
-    rows = []
-    for name, fn_base, fn_ours in [
-        (
-            "train",
-            lambda: time_baseline_train(data, a.steps, a.warmup, device),
-            lambda: time_ours_train(data, a.steps, a.warmup, device, amp=not a.no_amp),
-        ),
-        (
-            "inference",
-            lambda: time_baseline_infer(data, a.infer_images, device),
-            lambda: time_ours_infer(data, a.infer_images, device),
-        ),
-    ]:
-        base, ours = fn_base(), fn_ours()
-        rows.append((name, base, ours))
-        print(
-            f"{name:9s}  tutorial {base:8.0f} img/s   vitviz {ours:8.0f} img/s   ratio {ours / base:5.2f}x", flush=True
-        )
+    base, ours, ratios = time_train(data, a.steps, a.warmup, a.rounds, device, amp=not a.no_amp)
+    rows = [("train", base, ours)]
+    print(
+        f"train      tutorial {base:8.0f} img/s   vitviz {ours:8.0f} img/s   ratio {ours / base:5.2f}x "
+        f"({a.rounds} rounds of {a.steps} steps each in turn; a round's ratio {min(ratios):.2f}-{max(ratios):.2f}x)",
+        flush=True,
+    )
+    base, ours = time_baseline_infer(data, a.infer_images, device), time_ours_infer(data, a.infer_images, device)
+    rows.append(("inference", base, ours))
+    print(f"inference  tutorial {base:8.0f} img/s   vitviz {ours:8.0f} img/s   ratio {ours / base:5.2f}x", flush=True)
     bf16, fp32 = matmul_peak(device, torch.bfloat16), matmul_peak(device, torch.float32)
     why = "fp32: --no-amp" if a.no_amp else speed.chosen("training", device, lambda: None).reason  # as measured
     amp = why.startswith("bf16")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -113,27 +114,30 @@ def make_config(preset: str = "tiny", **overrides) -> ViTConfig:
 
 
 class _Drop(torch.autograd.Function):
-    """x * keep * scale, keeping only the boolean mask for the backward pass (one multiply each way)."""
+    """base + x * mask * scale (base 0 for plain dropout, the residual stream for a block's branch), mask 0/1:
+    one pass each way (addcmul), where multiply, scale and add took three. Only the mask is kept."""
 
     @staticmethod
     def forward(
-        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, keep: torch.Tensor, scale: float
+        ctx: torch.autograd.function.FunctionCtx, base: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, scale: float
     ) -> torch.Tensor:
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return torch.mul(x, keep).mul_(scale)
+        ctx.save_for_backward(mask)
+        ctx.scale, ctx.plain = scale, base.dim() == 0
+        return torch.addcmul(base, x, mask, value=scale)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple:
-        (keep,) = ctx.saved_tensors
-        return torch.mul(grad, keep).mul_(ctx.scale), None, None
+        (mask,) = ctx.saved_tensors
+        zero = grad.new_zeros(())
+        return None if ctx.plain else grad, torch.addcmul(zero, grad, mask, value=ctx.scale), None, None
 
 
 class Dropout(nn.Module):
-    """Inverted dropout. On the CPU the mask is cut from random 64-bit words, 7 bytes a word, so the
-    generator runs once per 7 elements: torch's per-element bernoulli_ took 40% of a training step
-    there. The drop probability is rounded to a multiple of 1/256 (0.2 -> 51/256). Only the boolean mask is
-    kept for the backward pass."""
+    """Inverted dropout. On the CPU the mask comes from raw 64-bit words of numpy's PCG64 (seeded from torch's
+    generator, so torch.manual_seed still fixes it), 8 uniform bytes a word, compared straight into a 0/1
+    mask: of x's dtype for bf16 x (a boolean one is cast in every multiply), boolean for fp32 x (4 bytes an
+    element to keep otherwise). torch's per-element bernoulli_ took 40% of a training step there. The drop
+    probability is rounded to a multiple of 1/256 (0.2 -> 51/256)."""
 
     def __init__(self, p: float):
         super().__init__()
@@ -144,11 +148,53 @@ class Dropout(nn.Module):
             return x
         if x.device.type != "cpu":
             return F.dropout(x, self.p, True)
-        n = x.numel()
-        words = torch.empty((n + 6) // 7, dtype=torch.int64, device=x.device).random_()  # 63 random bits each
-        rand = words.view(torch.uint8).view(-1, 8)[:, :7].reshape(-1)[:n].view(x.shape)  # uniform bytes
+        return _Drop.apply(x.new_zeros(()), x, *self._mask(x))
+
+    def add(self, base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """base + dropout(x), in one pass on the CPU (a block's residual add)."""
+        if not self.training or self.p == 0 or x.device.type != "cpu" or base.dtype != x.dtype:
+            return base + self(x)
+        return _Drop.apply(base, x, *self._mask(x))
+
+    def _mask(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        seed = int(torch.empty((), dtype=torch.int64).random_())
+        rand = torch.from_numpy(np.random.PCG64(seed).random_raw((x.numel() + 7) // 8).view(np.uint8))
         cut = round(self.p * 256)
-        return _Drop.apply(x, rand >= cut, 256 / (256 - cut))
+        kind = x.dtype if x.element_size() <= 2 else torch.bool
+        mask = torch.ge(rand, cut, out=torch.empty(rand.shape, dtype=kind))[: x.numel()].view(x.shape)
+        return mask, 256 / (256 - cut)
+
+
+class _Heads(torch.autograd.Function):
+    """(B, N, 3 * H * hd) projections (+ their bias, when given) -> q, k, v, each (B, H, N, hd) and contiguous,
+    in one copy each way (torch's own reshape-permute-unbind stacks the three gradients, then copies them again;
+    a linear's bias costs a pass of its own, and another read in the matmul)."""
+
+    @staticmethod
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx, qkv: torch.Tensor, bias: torch.Tensor | None, heads: int
+    ) -> tuple:
+        B, N, three_d = qkv.shape
+        ctx.bias = bias is not None
+        split = qkv.view(B, N, 3, heads, three_d // (3 * heads)).permute(2, 0, 3, 1, 4)
+        if bias is None:
+            split = split.contiguous()
+        else:
+            split = torch.add(split, bias.view(3, 1, heads, 1, -1).to(qkv.dtype))
+        return split.unbind(0)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, *grads: torch.Tensor) -> tuple:
+        like = next(g for g in grads if g is not None)
+        B, H, N, hd = like.shape
+        out = torch.empty(B, N, 3, H, hd, dtype=like.dtype, device=like.device)
+        for i, g in enumerate(grads):
+            if g is None:
+                out[:, :, i].zero_()
+            else:
+                out[:, :, i].copy_(g.transpose(1, 2))
+        out = out.view(B, N, 3 * H * hd)
+        return out, (out.sum((0, 1)) if ctx.bias else None), None
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -174,10 +220,15 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, return_attention: bool = False, residual: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the projected attention output, added to `residual` when given; the attention or None)."""
         B, N, D = x.shape
-        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).contiguous()
-        q, k, v = qkv.unbind(0)  # each (B, H, N, hd), contiguous: one copy here, not one in each matmul
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):  # the bias added as the heads are split
+            q, k, v = _Heads.apply(F.linear(x, self.qkv.weight), self.qkv.bias, self.num_heads)
+        else:  # as timm computes it, bit for bit
+            q, k, v = _Heads.apply(self.qkv(x), None, self.num_heads)
         attn = None
         if return_attention:
             attn = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)  # (B, H, N, N)
@@ -185,7 +236,8 @@ class Attention(nn.Module):
         else:
             x = attend(q, k, v, self.scale)
         x = x.transpose(1, 2).reshape(B, N, D)  # (B, H, N, hd) -> (B, N, D)
-        return self.proj_drop(self.proj(x)), attn
+        y = self.proj(x)
+        return (self.proj_drop(y) if residual is None else self.proj_drop.add(residual, y)), attn
 
 
 class Mlp(nn.Module):
@@ -196,8 +248,10 @@ class Mlp(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
         self.drop = Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """The MLP's output, added to `residual` when given."""
+        y = self.fc2(self.drop(self.act(self.fc1(x))))
+        return self.drop(y) if residual is None else self.drop.add(residual, y)
 
 
 class Block(nn.Module):
@@ -209,9 +263,8 @@ class Block(nn.Module):
         self.mlp = Mlp(cfg.embed_dim, int(cfg.embed_dim * cfg.mlp_ratio), cfg.dropout)
 
     def forward(self, x: torch.Tensor, return_attention: bool = False) -> torch.Tensor:
-        y, attn = self.attn(self.norm1(x), return_attention)
-        x = x + y
-        x = x + self.mlp(self.norm2(x))
+        x, attn = self.attn(self.norm1(x), return_attention, residual=x)
+        x = self.mlp(self.norm2(x), residual=x)
         return x, attn
 
 
@@ -273,6 +326,8 @@ class ViT(nn.Module):
         if 0 < keep < patches.shape[1]:
             chosen = torch.rand(B, patches.shape[1], device=x.device).argsort(1)[:, :keep] + 1  # 1..P: patches
             x = torch.cat([x[:, :1], x.gather(1, chosen[..., None].expand(-1, -1, x.shape[2]))], dim=1)
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            x = x.to(torch.get_autocast_dtype("cpu"))  # the residual stream in bf16 too (LayerNorms compute in fp32)
         x = self.pos_drop(x)
         first, attns, tokens = x, [], []
         for blk in self.blocks:

@@ -45,6 +45,7 @@ from vitviz.data.datasets import Dataset, load_dataset
 from vitviz.models import checkpoint
 from vitviz.models.card import ModelCard, describe
 from vitviz.models.vit import ViT
+from vitviz.runtime import memory
 from vitviz.runtime.device import Precision, describe_device, pick_device
 from vitviz.training.batches import Batches
 from vitviz.training.config import ConfigError, TrainConfig
@@ -235,6 +236,8 @@ def setup(
     model = build_model(cfg, data)
     run = resume_from(out, model) if resume and out is not None and checkpoint.paths(out)[1].exists() else Progress()
     model.to(device).train()
+    if device.type == "cpu":
+        memory.reuse_freed()  # a step's activations come back from the heap, not page by page from the OS
     precision = run_precision(model, device, cfg.amp, cfg.batch_size)
     gen = torch.Generator().manual_seed(cfg.seed)
     batches = Batches(cfg, data, model.card, device, gen)
