@@ -166,22 +166,13 @@ class Dropout(nn.Module):
 
 
 class _Heads(torch.autograd.Function):
-    """(B, N, 3 * H * hd) projections (+ their bias, when given) -> q, k, v, each (B, H, N, hd) and contiguous,
-    in one copy each way (torch's own reshape-permute-unbind stacks the three gradients, then copies them again;
-    a linear's bias costs a pass of its own, and another read in the matmul)."""
+    """(B, N, 3 * H * hd) projections -> q, k, v, each (B, H, N, hd) and contiguous, in one copy each way
+    (torch's own reshape-permute-unbind stacks the three gradients, then copies them again)."""
 
     @staticmethod
-    def forward(
-        ctx: torch.autograd.function.FunctionCtx, qkv: torch.Tensor, bias: torch.Tensor | None, heads: int
-    ) -> tuple:
+    def forward(ctx: torch.autograd.function.FunctionCtx, qkv: torch.Tensor, heads: int) -> tuple:
         B, N, three_d = qkv.shape
-        ctx.bias = bias is not None
-        split = qkv.view(B, N, 3, heads, three_d // (3 * heads)).permute(2, 0, 3, 1, 4)
-        if bias is None:
-            split = split.contiguous()
-        else:
-            split = torch.add(split, bias.view(3, 1, heads, 1, -1).to(qkv.dtype))
-        return split.unbind(0)
+        return qkv.view(B, N, 3, heads, three_d // (3 * heads)).permute(2, 0, 3, 1, 4).contiguous().unbind(0)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, *grads: torch.Tensor) -> tuple:
@@ -193,8 +184,7 @@ class _Heads(torch.autograd.Function):
                 out[:, :, i].zero_()
             else:
                 out[:, :, i].copy_(g.transpose(1, 2))
-        out = out.view(B, N, 3 * H * hd)
-        return out, (out.sum((0, 1)) if ctx.bias else None), None
+        return out.view(B, N, 3 * H * hd), None
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -225,10 +215,7 @@ class Attention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(the projected attention output, added to `residual` when given; the attention or None)."""
         B, N, D = x.shape
-        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):  # the bias added as the heads are split
-            q, k, v = _Heads.apply(F.linear(x, self.qkv.weight), self.qkv.bias, self.num_heads)
-        else:  # as timm computes it, bit for bit
-            q, k, v = _Heads.apply(self.qkv(x), None, self.num_heads)
+        q, k, v = _Heads.apply(self.qkv(x), self.num_heads)  # each (B, H, N, hd), contiguous
         attn = None
         if return_attention:
             attn = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)  # (B, H, N, N)
