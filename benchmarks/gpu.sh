@@ -47,9 +47,9 @@ fi
   python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
   echo "## throughput (tutorial dims)"
   if [ "$synthetic" = 1 ]; then
-    timeout 200 python3 benchmarks/throughput.py --device cuda --steps 200 --warmup 20 --synthetic 20000 --infer-images 10000
+    timeout 200 python3 benchmarks/throughput.py --device cuda --steps 50 --rounds 4 --warmup 20 --synthetic 20000 --infer-images 10000
   else
-    timeout 200 python3 benchmarks/throughput.py --device cuda --steps 200 --warmup 20 --infer-images 10000
+    timeout 200 python3 benchmarks/throughput.py --device cuda --steps 50 --rounds 4 --warmup 20 --infer-images 10000
     echo "## time to accuracy, default GPU quick run"
     timeout 330 python3 benchmarks/time_to_accuracy.py --device cuda --budgets 60 120
   fi

@@ -14,8 +14,9 @@ Prints images/s for both and the ratios, then the device's measured matmul peak 
 fp32 (an 8320x256 by 256x768 product, the shape of a qkv projection) and the fraction of it that
 vitviz's training reaches (one trained image of these dims is about 0.57 GFLOP of matmuls).
 `--no-amp` trains vitviz in fp32 even where bf16 units exist (the path of CPUs without them).
-`--synthetic N` runs both on N random CIFAR-sized images instead of the data set (throughput alone, where
-the data set cannot be had). The precision vitviz trains in is measured as a run measures it, and said.
+`--synthetic N` runs both on N random CIFAR-sized images (more where the rounds need more) instead of
+the data set (throughput alone, where the data set cannot be had). The precision vitviz trains in is
+measured as a run measures it, and said.
 """
 
 from __future__ import annotations
@@ -115,27 +116,6 @@ def time_baseline_infer(data, n, device, bs=128):
     return n / (time.perf_counter() - t)
 
 
-def time_ours_train(data, steps, warmup, device, bs=128, amp=True):
-    cfg = TrainConfig(
-        dataset="cifar10",
-        preset="seed",
-        epochs=(steps + warmup + 1) / (len(data.train) // bs),
-        batch_size=bs,
-        log_every=1,
-        device=device.type,
-        val_size=0,
-        amp=amp,
-    )
-    stamps = []
-    for ev in train(cfg, data=data):
-        if ev["event"] == "step":
-            stamps.append((ev["step"], time.perf_counter()))
-            if ev["step"] >= warmup + steps:
-                break
-    (s0, t0), (s1, t1) = stamps[warmup - 1], stamps[warmup + steps - 1]
-    return (s1 - s0) * bs / (t1 - t0)
-
-
 def time_ours_infer(data, n, device):
     from vitviz.models.vit import ViT, make_config
 
@@ -199,11 +179,11 @@ def main():
     p.add_argument("--synthetic", type=int, default=0, help="N random images instead of the data set")
     a = p.parse_args()
     device = pick_device(a.device)
+    n = max(20000, (a.warmup + a.rounds * a.steps + 2) * 128)  # no epoch ends (and validates) inside a round
     if a.synthetic:
-        data = random_cifar(a.synthetic)
+        data = random_cifar(max(a.synthetic, n))
     else:
         data = load_dataset("cifar10", a.data, val_size=0)
-        n = max(20000, (a.warmup + a.rounds * a.steps + 2) * 128)  # no epoch ends (and validates) inside a round
         data.train.x, data.train.y = data.train.x[:n], data.train.y[:n]
     print(f"device: {describe_device(device)}; torch {torch.__version__}")
     base, ours, ratios = time_train(data, a.steps, a.warmup, a.rounds, device, amp=not a.no_amp)
