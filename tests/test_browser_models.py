@@ -70,8 +70,10 @@ def test_each_timm_entry_draws_a_photo(served, key):
         note = page.locator("#model-note").inner_text()
         assert "⚠️" not in note, note
         assert "could not" not in page.locator("#explore-top").inner_text()
-        if "no classifier" in label:
-            assert "no classifier" in page.locator("#top5").inner_text().lower()
+        if "no classifier" in label:  # the top-5 box may arrive after the maps on a loaded machine
+            from playwright.sync_api import expect
+
+            expect(page.locator("#top5")).to_contain_text("no classifier", ignore_case=True, timeout=60_000)
         if "registers" in label:  # a register is a token to select: its maps are drawn from it
             old = image_src(page, "head-large")
             page.locator("#prefix-token input").click()
