@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                 if kind == "error":
                     print(f"error: {ev['message']}", file=sys.stderr)
                     return 1
-                line = f"{kind} after {ev['step']} steps, {ev['train_seconds']:.0f}s of training"
+                steps = f"{ev['step']} step{'' if ev['step'] == 1 else 's'}"
+                line = f"{kind} after {steps}, {ev['train_seconds']:.0f}s of training"
                 if "test_acc" in ev:
                     line += f"; test accuracy {ev['test_acc']:.4f}"
                 if ev.get("path"):

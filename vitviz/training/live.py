@@ -298,8 +298,9 @@ def finished(
     files = [str(p) for p in checkpoint.paths(out)] if ev.get("path") else []
     checkpoint.state_path(out).unlink(missing_ok=True)  # not offered
     what = "Finished" if kind == "done" else "Stopped"
+    steps = f"{ev['step']:,} step{'' if ev['step'] == 1 else 's'}"
     status = (
-        f"**{what}** after {ev['step']:,} steps ({fmt_time(ev['train_seconds'])} of training): "
+        f"**{what}** after {steps} ({fmt_time(ev['train_seconds'])} of training): "
         f"validation accuracy **{100 * acc:.1f}%**. Press *Explore this model* to look inside it, "
         f"or download its checkpoint."
     )
