@@ -76,7 +76,7 @@ def settings(
     seed: object,
 ) -> dict:
     """The Train form's values under TrainConfig's names (None: the quick run's for this data set and budget)."""
-    q = live.quick_defaults(device(), seconds(time_budget), dataset if dataset in DATASETS else "cifar10")
+    q = recipe(dataset, time_budget)
     tiny = make_config(q["preset"])
     pick = lambda v, d: d if v is None else v  # noqa: E731
     return dict(
@@ -106,10 +106,16 @@ def seconds(value: object) -> float | None:
     return v if 0 < v < float("inf") else None
 
 
+def recipe(dataset: object, budget: object) -> dict:
+    """The quick run's settings on this machine for the form's data set and budget (the default ones where
+    either is not a value the form offers)."""
+    return live.quick_defaults(device(), seconds(budget), dataset if dataset in DATASETS else "cifar10")
+
+
 def follow_recipe(dataset: str, budget: object) -> tuple:
     """The patch size and augmentation of the quick run for this data set and budget: the form follows them when
     either changes (the visitor can still change both)."""
-    q = live.quick_defaults(device(), seconds(budget), dataset if dataset in DATASETS else "cifar10")
+    q = recipe(dataset, budget)
     return gr.update(value=q["patch_size"]), gr.update(value=q["augment"])
 
 

@@ -17,7 +17,7 @@ checkpoint is written atomically every epoch, so a killed run loses at most one 
 ``--resume`` goes on from the last one.
 What the shipped models reach, in how long, is in checkpoints/README.md. The Train
 tab's quick run (vitviz.training.live.quick_defaults: designed for its time budget, with
-early token drop) reaches 56% CIFAR-10 test accuracy in 60 s and 67% in 180 s on 2 CPU cores
+early token drop) reaches 59% CIFAR-10 test accuracy in 60 s and 69% in 180 s on 2 CPU cores
 with bf16 units:
 
     python benchmarks/time_to_accuracy.py --budgets 60 180
@@ -313,8 +313,9 @@ def train(
             status, message = "stopped", "stopped by request"
             break
         xb, target = batches.next()
-        lr = get_lr(run.step, progress(elapsed), cfg, warmup_steps)
-        keep = tokens_kept(cfg, progress(elapsed), model.config.num_patches)
+        done = progress(elapsed)
+        lr = get_lr(run.step, done, cfg, warmup_steps)
+        keep = tokens_kept(cfg, done, model.config.num_patches)
         loss, logits = train_step(model, opt, xb, target, lr, cfg, precision, keep)
         if p.average is not None:
             p.average.update()
