@@ -120,6 +120,8 @@ def test_explore_patch_cls_and_fusion(page):
     third = wait_change(page, "rollout", second)
     assert page.locator("#patch input").first.input_value() == str(2 * 8 + 5)
     page.wait_for_function("() => /patch 21/.test(document.querySelector('#summary').innerText)", timeout=20_000)
+    settled(page, "sees")  # a click on a picture that is still being redrawn can be lost
+    sees = page.locator("#sees img").first.bounding_box()
     page.mouse.click(sees["x"] + side + 20, sees["y"] + 15)  # the CLS tile: back to the class token
     page.wait_for_function("() => document.querySelector('#patch input').value === '-1'", timeout=20_000)
     page.wait_for_function("() => /token: CLS/.test(document.querySelector('#summary').innerText)", timeout=20_000)
