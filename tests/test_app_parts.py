@@ -17,6 +17,7 @@ from vitviz.app import menu as models
 from vitviz.app.visitor import Visitor
 from vitviz.data import gallery
 from vitviz.models import checkpoint
+from vitviz.models.bound import ModelError
 from vitviz.models.hub import load_model
 from vitviz.pictures import explanation as views
 from vitviz.pictures import explore as pictures
@@ -101,15 +102,15 @@ def test_a_failed_load_is_remembered_for_a_while():
 
     def loader(key):
         tries.append(key)
-        raise RuntimeError("no internet here")
+        raise ModelError("no internet here")
 
     store = models.SharedModels(loader, retry_after=0.3)
     for _ in range(3):
-        with pytest.raises(RuntimeError, match="no internet"):
+        with pytest.raises(ModelError, match="no internet"):
             store.get("vit_b_16")
     assert len(tries) == 1
     time.sleep(0.35)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ModelError):
         store.get("vit_b_16")
     assert len(tries) == 2
 

@@ -15,6 +15,7 @@ from vitviz.app import build_demo, launch, limits, switch, train_tab
 from vitviz.app import explore_tab as explore
 from vitviz.app import menu as models
 from vitviz.app.visitor import Visitor
+from vitviz.models.bound import ModelError
 from vitviz.models.vit import ViT
 from vitviz.runtime import scratch
 from vitviz.training.config import TrainConfig
@@ -324,7 +325,7 @@ def test_a_first_vit_b_16_load_shows_progress_and_where_its_weights_go(monkeypat
 
     def loader(key):
         if key == "vit_b_16":
-            raise RuntimeError("no internet here")
+            raise ModelError("no internet here; once downloaded, its weights are kept in torchvision's cache")
         return load_model(key)
 
     monkeypatch.setattr(models, "MODELS", models.SharedModels(loader))
@@ -348,7 +349,7 @@ def test_compare_draws_the_side_that_works_and_says_why_the_other_cannot(monkeyp
 
     def loader(key):
         if key == "vit_b_16":
-            raise RuntimeError("no internet here")
+            raise ModelError("no internet here; once downloaded, its weights are kept in torchvision's cache")
         return load_model(key)
 
     monkeypatch.setattr(models, "MODELS", models.SharedModels(loader))

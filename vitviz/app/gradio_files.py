@@ -1,4 +1,12 @@
-"""Gradio's cache of uploaded and answered files, bounded in size as well as in age, and emptied at exit.
+"""Gradio's cache of uploaded and answered files: this process's own, bounded in size as well as in age, and
+emptied at exit.
+
+Gradio keeps a file under its cache folder by the hash of its content, so two apps on one host
+sharing that folder share the copies of the same examples: one app's cleanup would delete what the
+other still serves. `own_folder` gives this process a folder of its own inside Gradio's
+(`<GRADIO_TEMP_DIR or the system's temp folder/gradio>/vitviz-<pid>-*`, set as GRADIO_TEMP_DIR
+before any component reads it); `remove_own` deletes it at exit, and the folders of processes
+that are gone (killed without their cleanup) are deleted when the next app starts.
 
 Gradio copies every file a reply names into its cache and deletes copies only by age
 (VITVIZ_CACHE_MAX_AGE_S). Each /explain adds about 0.2 MB, so a busy public app would fill
@@ -14,12 +22,61 @@ vitviz.runtime.scratch.remove_own, at the process's exit).
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 
 import gradio as gr
 
 from vitviz.app import limits
+
+_own: Path | None = None
+_own_lock = threading.Lock()
+OWN = re.compile(r"^vitviz-(\d+)-")
+
+
+def own_folder() -> Path:
+    """This process's folder for Gradio's files (made, and set as GRADIO_TEMP_DIR, on the first call)."""
+    global _own
+    with _own_lock:
+        if _own is None or not _own.is_dir():
+            base = Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+            if OWN.match(base.name):  # inherited from the process that started this one: a sibling, not a child
+                base = base.parent
+            base.mkdir(parents=True, exist_ok=True)
+            _prune_gone(base)
+            _own = Path(tempfile.mkdtemp(prefix=f"vitviz-{os.getpid()}-", dir=base))
+            os.environ["GRADIO_TEMP_DIR"] = str(_own)
+        return _own
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _prune_gone(base: Path) -> None:
+    """Delete the folders of vitviz processes that no longer run."""
+    for folder in base.glob("vitviz-*-*"):
+        found = OWN.match(folder.name)
+        if found and folder.is_dir() and int(found.group(1)) != os.getpid() and not _alive(int(found.group(1))):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_own() -> None:
+    """Delete this process's folder of Gradio's files, everything in it (at exit)."""
+    global _own
+    with _own_lock:
+        folder, _own = _own, None
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def tracked(blocks: gr.Blocks, everything: bool = False) -> list[tuple[bool, float, int, str]]:
@@ -103,8 +160,10 @@ class SizeBound:
 
 
 def remove_all(blocks: gr.Blocks) -> None:
-    """Delete every file the Blocks track, the page's own included."""
-    for *_, path in tracked(blocks, everything=True):
+    """Delete the files these Blocks cached for visitors (uploads and replies). The page's own files (the
+    examples) stay while the process lives: another Blocks of this process may serve the same copies; they go
+    with `remove_own` at exit."""
+    for *_, path in tracked(blocks):
         try:
             os.remove(path)
         except OSError:

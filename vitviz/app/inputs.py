@@ -30,6 +30,14 @@ class FieldError(gr.Error):
         self.field = field
 
 
+def shown(value: object, most: int = 40) -> str:
+    """Something a visitor sent, as a sentence may quote it: as code, printable characters only (others as ?),
+    at most `most` of them."""
+    text = value if isinstance(value, str) else repr(value)
+    clean = "".join(c if c.isprintable() and c != "`" else "?" for c in text[: most + 1])
+    return f"`{clean[:most]}{'…' if len(clean) > most else ''}`"
+
+
 def about(field: str, e: gr.Error) -> FieldError:
     """`e` as a FieldError about `field` (one already about a field keeps it)."""
     return e if isinstance(e, FieldError) else FieldError(e.message, field)
@@ -80,14 +88,17 @@ def number(value: object, what: str, lo: float, hi: float, default: float | None
         if default is None:
             raise gr.Error(f"{what} needs a value.")
         return default
+    span = f" between {lo:g} and {hi:g}{where}" if math.isfinite(lo) and math.isfinite(hi) else ""
+    if isinstance(value, bool) or (isinstance(value, str) and not value.isascii()):
+        raise gr.Error(f"{what} must be a number written with the digits 0-9{span}, not {shown(value, 30)}.")
     try:
         v = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError, OverflowError):
-        raise gr.Error(f"{what} must be a number, not {str(value)[:30]!r}.") from None
+        raise gr.Error(f"{what} must be a number{span}, not {shown(value, 30)}.") from None
     if not math.isfinite(v):
-        raise gr.Error(f"{what} must be a finite number, not {str(value)[:30]}.")
+        raise gr.Error(f"{what} must be a finite number{span}, not {shown(value, 30)}.")
     if not lo <= v <= hi:
-        raise gr.Error(f"{what} must be between {lo:g} and {hi:g}{where}; {v:g} is out of range.")
+        raise gr.Error(f"{what} must be{span}; {v:.6g} is out of range.")
     return v
 
 
@@ -102,20 +113,21 @@ def whole(value: object, what: str, lo: int, hi: int, default: int | None = None
 def choice(value: object, what: str, options: list[str], default: str | None = None) -> str:
     if value is None and default is not None:
         return default
-    if value not in options:
-        raise gr.Error(f"{what} must be one of {', '.join(options)}, not {str(value)[:30]!r}.")
+    if not isinstance(value, str) or value not in options:
+        raise gr.Error(f"{what} must be one of {', '.join(options)}, not {shown(value, 30)}.")
     return value
 
 
-def _token_number(value: object, what: str, lo: int, hi: int, refusal: Callable[[int], str]) -> int:
-    """A selected token's number in lo..hi-1 (empty: -1), or a FieldError about "patch" saying `refusal(number)`."""
+def _token_number(value: object, what: str, lo: int, hi: int, refusal: Callable[[str], str]) -> int:
+    """A selected token's number in lo..hi-1 (empty: -1), or a FieldError about "patch" saying `refusal(number)`
+    (the number as sent, in short)."""
     try:
-        p = whole(value, what, -math.inf, math.inf, default=-1)
+        p = number(value, what, -math.inf, math.inf, default=-1)
+        if not lo <= p < hi:
+            raise FieldError(refusal(f"{p:.6g}"), "patch")
+        return whole(p, what, lo, hi - 1)
     except gr.Error as e:
         raise about("patch", e) from None
-    if not lo <= p < hi:
-        raise FieldError(refusal(p), "patch")
-    return int(p)
 
 
 def patch_index(value: object, num_patches: int) -> int | None:
@@ -170,11 +182,14 @@ def layer_index(value: object, what: str, count: int, default: int) -> tuple[int
     """A 1-based layer, head or block of this model, and '' or the sentence saying it was brought into range:
     a value past this model's 1 to `count` (another model's layer, a stale slider) shows the nearest one, and
     the page and the API's reply say so."""
-    v = whole(value, what, -math.inf, math.inf, default=default)
-    shown = views.nearest_one_based(v, count, default=default)
-    if shown == v:
+    raw = number(value, what, -math.inf, math.inf, default=default)
+    if abs(raw) > 10_000:  # far from any model's range: refused, not brought in
+        raise gr.Error(f"{what} must be between 1 and {count} for this model; {raw:.6g} is out of range.")
+    v = whole(raw, what, -10_000, 10_000)
+    nearest = views.nearest_one_based(v, count, default=default)
+    if nearest == v:
         return v, ""
     noun = what.removeprefix("The ").lower()
-    return shown, (
-        f"⚠️ {noun.capitalize()} {v} is not in this model, which has {noun}s 1 to {count}: {noun} {shown} is shown."
+    return nearest, (
+        f"⚠️ {noun.capitalize()} {v} is not in this model, which has {noun}s 1 to {count}: {noun} {nearest} is shown."
     )

@@ -12,6 +12,7 @@ menu says which.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlencode
@@ -96,24 +97,29 @@ def from_link(request: gr.Request | None, state: Visitor | None) -> tuple[dict, 
 
 def _whole(lo: int) -> Callable[[str], int | None]:
     def read(value: str) -> int | None:
-        try:
-            v = int(value)
-        except ValueError:
+        if not (_plain_ascii(value) and re.fullmatch(r"-?\d{1,6}", value)):
             return None
+        v = int(value)
         return v if lo <= v < 100_000 else None
 
     return read
 
 
 def _fraction(value: str) -> float | None:
-    try:
-        v = float(value)
-    except ValueError:
+    if not (_plain_ascii(value) and re.fullmatch(r"\d{0,2}(\.\d{0,6})?", value) and value not in ("", ".")):
         return None
+    v = float(value)
     return v if 0.0 <= v <= 0.99 else None
 
 
+def _plain_ascii(value: str, most: int = 200) -> bool:
+    """Printable ASCII and not too long: what any value of a link this app wrote is."""
+    return isinstance(value, str) and len(value) <= most and value.isascii() and value.isprintable()
+
+
 READ: dict[str, Callable[[str], object]] = {  # each control's value from the link's text, or None
+    "model": lambda m: m if _plain_ascii(m) else None,  # the menu checks the name itself (vitviz.app.menu)
+    "class": lambda c: c if _plain_ascii(c) else None,  # the model's class list checks it (vitviz.app.switch)
     "method": lambda m: m if m in CLASS_MAPS else None,
     "fusion": lambda f: f if f in FUSIONS else None,
     "layer": _whole(1),
@@ -129,12 +135,15 @@ def _image(params: dict) -> tuple[str | None, str]:
     if "example" in params:
         ds, _, index = params["example"].partition(":")
         items = gallery.items(ds) if ds in ("cifar10", "mnist") else []
-        if index.isdigit() and int(index) < len(items):
+        if re.fullmatch(r"\d{1,5}", index) and int(index) < len(items):  # ASCII digits only ("²" is a digit too)
             return items[int(index)][0], ""
         return None, "This link's example is not one of the app's."
     if "image" in params:
+        name = params["image"]
+        if not (_plain_ascii(name, 1024) and all(0 < len(part) <= 255 for part in name.split("/"))):
+            return None, "This link's image name cannot be a file this server kept: an example is shown instead."
         root = _uploads()
-        path = (root / params["image"]).resolve()
+        path = (root / name).resolve()
         if root in path.parents and path.is_file() and os.access(path, os.R_OK):
             return str(path), ""
         return None, "The image of this link is no longer kept on the server: an example is shown instead."

@@ -3,14 +3,18 @@
 The shipped models, randomised copies of them (the sanity check: the head, or for the CIFAR-10
 model every weight, re-initialised) and ViT-B/16 are shared by every visitor: each is loaded once,
 under a lock of its own, so a slow load (ViT-B/16's download) holds up only the
-visitors who asked for that model; a failed load is remembered for
-`VITVIZ_RETRY_LOAD_S` seconds (default 60) instead of being retried on every
-request. A visitor's own models (an upload, a run from the Train tab and its epoch
-snapshots) live in their `Visitor` state and nowhere else.
+visitors who asked for that model. A model typed by name is sized before anything is spent on it
+(VITVIZ_MAX_MODEL_PARAMS, vitviz.models.bound); the menu's own entries are the operator's choice and
+always load. A model that cannot be had (vitviz.models.bound.ModelError: unknown, unreadable, too
+large, its weights not here) is remembered for `VITVIZ_RETRY_LOAD_S` seconds (default 60) instead
+of being tried on every request; any other failure is the server's, logged with its cause and never
+remembered as the model's. Every failed load is logged once. A visitor's own models (an upload, a
+run from the Train tab and its epoch snapshots) live in their `Visitor` state and nowhere else.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -22,11 +26,16 @@ import gradio as gr
 import torch
 
 from vitviz.app import limits
+from vitviz.app.inputs import shown
 from vitviz.app.visitor import Visitor, visitor
 from vitviz.explain.sanity import randomised
-from vitviz.models import checkpoint
+from vitviz.models import bound, checkpoint
+from vitviz.models.bound import ModelError
 from vitviz.models.hub import load_model
 from vitviz.models.loaded import LoadedViT, loaded
+from vitviz.runtime import memory
+
+LOG = logging.getLogger("vitviz")
 
 SHARED = {
     "cifar10": "CIFAR-10 ViT (shipped)",
@@ -47,7 +56,7 @@ DOWNLOAD_MB = {
     "timm/vit_small_patch14_dinov2.lvd142m": 88,
     "timm/vit_small_patch14_reg4_dinov2.lvd142m": 88,
 }
-TYPED = re.compile(r"^(timm/)?[a-z0-9_]+(\.[a-z0-9_]+)?$")  # a timm name a visitor typed into the menu
+TYPED = re.compile(r"^(timm/)?[a-z0-9_]{1,100}(\.[a-z0-9_]{1,60})?$")  # a timm name a visitor typed into the menu
 MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
     ("Trained in this session (Train tab)", "session"),
     ("Uploaded checkpoint", "upload"),
@@ -82,7 +91,7 @@ def first_load(key: str, progress: gr.Progress) -> str:
     """Before a downloaded model's first load: show progress, and return the line saying where its weights are
     kept ('' for the others)."""
     key = typed_key(key)
-    if not (key in DOWNLOAD_MB or key.startswith("timm/")) or MODELS.is_loaded(key):
+    if not (key in DOWNLOAD_MB or (key.startswith("timm/") and TYPED.match(key))) or MODELS.is_loaded(key):
         return ""
     name = title_of(key).split(",")[0]
     size = f" (downloading {DOWNLOAD_MB[key]} MB once)" if key in DOWNLOAD_MB else " (a first download)"
@@ -130,11 +139,16 @@ def release_state(value: object) -> None:
         value.release()
 
 
+def load_entry(key: str) -> LoadedViT:
+    """A model of the menu (no size bound: the operator chose it) or one typed by name (VITVIZ_MAX_MODEL_PARAMS)."""
+    return load_model(key, max_params=None if key in SHARED else bound.FROM_ENV)
+
+
 class SharedModels:
     """The menu's models (records, vitviz.models.loaded: what `loader` gives), each loaded once on first use and then
     only read."""
 
-    def __init__(self, loader=load_model, retry_after: float | None = None):  # None: VITVIZ_RETRY_LOAD_S, read then
+    def __init__(self, loader=load_entry, retry_after: float | None = None):  # None: VITVIZ_RETRY_LOAD_S, read then
         self._loader, self._retry_after = loader, retry_after
         self._models: dict[str, LoadedViT] = {}
         self._failed: dict[str, tuple[float, str]] = {}  # key -> (when, the sentence to repeat)
@@ -155,13 +169,21 @@ class SharedModels:
             failed = self._failed.get(key)
             wait = limits.get("VITVIZ_RETRY_LOAD_S") if self._retry_after is None else self._retry_after
             if failed and time.monotonic() - failed[0] < wait:
-                raise RuntimeError(failed[1])
+                raise ModelError(failed[1])
             try:
                 with torch.inference_mode(False):  # weights must be usable by autograd later
                     model = self._load(key)
-            except (checkpoint.CheckpointError, RuntimeError, OSError, ValueError) as e:
+            except ModelError as e:  # the model cannot be had: said, and remembered for a while
                 self._failed[key] = (time.monotonic(), str(e))
-                raise RuntimeError(str(e)) from None
+                LOG.warning("vitviz: model %r was not loaded: %s", key[:120], e)
+                memory.give_back()  # what the attempt took goes back at once
+                raise
+            except Exception as e:  # the server's fault (an import, a lock, memory): logged, never remembered
+                LOG.error("vitviz: loading model %r failed on the server", key[:120], exc_info=e)
+                memory.give_back()
+                raise RuntimeError(
+                    "the server failed while loading it (its log says why); please try again in a moment"
+                ) from None
             self._failed.pop(key, None)
             self._models[key] = model
             self._forget_typed(keep=key)
@@ -196,7 +218,7 @@ def typed_key(key: object) -> str:
 
 
 def title_of(key: str) -> str:
-    return SHARED.get(key) or f"timm model {key.removeprefix('timm/')}"
+    return SHARED.get(key) or f"timm model `{key.removeprefix('timm/')}`"
 
 
 def resolve_model(key: str, state: Visitor | None = None) -> LoadedViT:
@@ -212,14 +234,14 @@ def resolve_model(key: str, state: Visitor | None = None) -> LoadedViT:
                 else "No checkpoint uploaded yet: add its .safetensors and .json files above."
             )
         return model
-    if key not in SHARED and not key.startswith("timm/"):
+    if key not in SHARED and not TYPED.match(key):
         raise gr.Error(
-            f"Unknown model {key[:40]!r}: choose one from the menu, or type a timm ViT's name "
-            "(e.g. deit_tiny_patch16_224.fb_in1k)."
+            f"Unknown model {shown(key)}: choose one from the menu, or type a timm ViT's name "
+            "(e.g. `deit_tiny_patch16_224.fb_in1k`: lower-case letters, digits and _, with its tag after a dot)."
         )
     try:
         return MODELS.get(key)
-    except RuntimeError as e:
+    except (ModelError, RuntimeError) as e:
         raise gr.Error(f"The {title_of(key)} could not be loaded: {e}") from None
 
 
@@ -233,9 +255,10 @@ def upload_checkpoint(files: list | None, state: Visitor | None = None, request:
     if len(weights) != 1 or len(metas) != 1:
         return ("⚠️ Upload two files together: the weights (.safetensors) and the description (.json).", v, gr.skip())
     try:
-        model = checkpoint.load_pair(weights[0], metas[0])
-    except checkpoint.CheckpointError as e:
-        return f"⚠️ That checkpoint could not be loaded: {e}.", v, gr.skip()
+        model = checkpoint.load_pair(weights[0], metas[0], max_params=bound.max_params())
+    except ModelError as e:  # a bad file, or one describing a model over VITVIZ_MAX_MODEL_PARAMS: refused unbuilt
+        memory.give_back()
+        return f"⚠️ That checkpoint could not be loaded: {str(e).rstrip('.')}.", v, gr.skip()
     v.models["upload"] = loaded(model)
     v.explore.clear()
     cfg = model.card.config

@@ -5,8 +5,10 @@ level: 10-20 ms for a large grid). A visitor's `PictureFiles` writes each new pi
 once, as JPEG at quality 92 without chroma subsampling (about 2 ms for the largest grid;
 text and grid lines stay sharp; exports stay lossless PNG), in parallel on the
 machine's cores, and hands back the same file while the picture is unchanged; a
-picture replaced by a new one has its file deleted, and the visitor's folder goes with
-them. The folder is held (vitviz.runtime.scratch) while the visitor lives, so pruning never takes it.
+picture replaced by a new one has its file deleted RETIRE_S later (two overlapping
+requests of one visitor: the first reply may still be on its way to Gradio's cache), and
+the visitor's folder goes with them. The folder is held (vitviz.runtime.scratch) while the
+visitor lives, so pruning never takes it.
 
 An API caller has no state to keep files in: `ReplyFiles` writes each of its pictures to a new
 file in one shared folder, never reused or replaced under another caller, and deletes files
@@ -20,6 +22,7 @@ import shutil
 import threading
 import time
 import weakref
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,6 +31,8 @@ from PIL import Image
 
 from vitviz.runtime import scratch
 
+RETIRE_S = 30.0  # a replaced picture's file is kept this long: a reply of the same visitor made a moment earlier
+RETIRE_MOST = 200  # (two requests of one page overlap) may still name it while Gradio copies it
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vitviz-pictures")  # encoders let go of the GIL
 _count = itertools.count()
 
@@ -43,6 +48,7 @@ class PictureFiles:
     def __init__(self):
         self._folder: Path | None = None
         self._files: dict[str, tuple[np.ndarray, str]] = {}  # name -> (the picture handed out, its file)
+        self._retired: deque[tuple[float, str]] = deque()  # replaced files, deleted once no reply can still name them
 
     def _where(self) -> Path:
         if self._folder is None or not self._folder.is_dir():
@@ -61,12 +67,15 @@ class PictureFiles:
                 out[name] = hit[1]
             else:
                 todo[name] = _POOL.submit(write_picture, pic, folder / f"{name}-{next(_count)}.jpg")
+        now = time.monotonic()
         for name, job in todo.items():
             old = self._files.get(name)
             out[name] = job.result()
             self._files[name] = (pictures[name], out[name])
             if old is not None and old[1] != out[name]:
-                Path(old[1]).unlink(missing_ok=True)
+                self._retired.append((now, old[1]))
+        while self._retired and (now - self._retired[0][0] > RETIRE_S or len(self._retired) > RETIRE_MOST):
+            Path(self._retired.popleft()[1]).unlink(missing_ok=True)
         return out
 
     def clear(self) -> None:
@@ -74,6 +83,7 @@ class PictureFiles:
             _remove(str(self._folder))
         self._folder = None
         self._files.clear()
+        self._retired.clear()
 
 
 def _remove(folder: str):

@@ -15,6 +15,7 @@ import inspect
 import re
 
 import gradio as gr
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from gradio.blocks import BlockFunction
 
@@ -93,7 +94,20 @@ def call_refused(request: gr.Request | None, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=400, content={"detail": sentence, "error": sentence})
 
 
-APP_KWARGS = {"exception_handlers": {TypeError: call_refused, ValueError: call_refused}}
+def body_refused(request: gr.Request, exc: Exception) -> JSONResponse:
+    """FastAPI's handler for a request whose body is not what the route reads (an empty body, `data` missing or
+    not a list): a 422 with a sentence instead of pydantic's account of its rules."""
+    api = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+    sentence = (
+        f'This call to /{api} could not be read: send a JSON object {{"data": [...]}} with the values in the '
+        'order the app\'s API page ("Use via API" at the foot of the page) lists them.'
+    )
+    return JSONResponse(status_code=422, content={"detail": sentence, "error": sentence})
+
+
+APP_KWARGS = {
+    "exception_handlers": {TypeError: call_refused, ValueError: call_refused, RequestValidationError: body_refused}
+}
 
 
 class PublicBlocks(gr.Blocks):

@@ -8,9 +8,13 @@ change updates Explore's controls, then the Model tab, then Explore's pictures.
 from __future__ import annotations
 
 import atexit
+import logging
+import os
 import signal
 import sys
 import threading
+import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +25,13 @@ from vitviz.app import compare_tab as compare
 from vitviz.app import explore_tab as explore
 from vitviz.app.handlers import mirror, style_switch
 from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
+from vitviz.app.places import PLACES
 from vitviz.app.public import APP_KWARGS, PublicBlocks
 from vitviz.app.visitor import Visitor
+from vitviz.models.hub import import_families
 from vitviz.pictures.style import PHONE_PX
 from vitviz.runtime import scratch
+from vitviz.training.stops import STOPS
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 INTRO = """# vitviz: how a Vision Transformer sees
@@ -99,6 +106,8 @@ class Shell:
 
 def build_demo() -> gr.Blocks:
     scratch.prune_all()  # what an earlier run of the app left
+    gradio_files.own_folder()  # Gradio's files of this process in a folder of its own, before any component
+    import_families()  # before the first request: concurrent first imports can deadlock
     with PublicBlocks(title="vitviz: see how a ViT sees", delete_cache=limits.delete_cache(), fill_width=True) as demo:
         state = gr.State(Visitor(), time_to_live=limits.get("VITVIZ_STATE_TTL_S"), delete_callback=release_state)
         head = _head()
@@ -225,22 +234,56 @@ SHARED_CHOICES = (  # Explore's control, and the same choice on another tab
 
 
 def _exit_normally(*_):
-    """SIGTERM: exit as on Ctrl-C, so that the cleanup at exit runs; a second signal during it is ignored."""
+    """SIGTERM or Ctrl-C: stop every run and let it finish its step and its short validation (at most
+    STOP_WAIT_S), delete what this process wrote (the app's folders, Gradio's cached files), and exit 0
+    at once. The exit skips the interpreter's slow teardown, which could abort on a thread still in torch
+    ("terminate called without an active exception"); a second signal during it is ignored."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    sys.exit(0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        if STOPS.stop_all():
+            deadline = time.monotonic() + STOP_WAIT_S
+            while PLACES.counts() != (0, 0) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        for demo in list(_launched):
+            try:
+                demo.close()
+            except Exception:  # noqa: BLE001 - closing is best effort; the files go below either way
+                pass
+        _remove_files()
+    finally:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+STOP_WAIT_S = 20.0
+_launched: weakref.WeakSet = weakref.WeakSet()  # the apps this process serves
+
+
+def _remove_files() -> None:
+    """What this process wrote: the files each app cached for visitors, Gradio's folder of this process, the
+    app's own folders (runs, exports, pictures)."""
+    for demo in list(_launched):
+        gradio_files.remove_all(demo)
+    gradio_files.remove_own()
+    scratch.remove_own()
 
 
 def launch(demo: gr.Blocks | None = None, **kw) -> tuple:
     """Serve the app. Gradio's cached files are kept under VITVIZ_CACHE_MAX_MB while it runs, and removed with
-    the app's own folders when it exits normally (Ctrl-C, SIGTERM, demo.close())."""
+    the app's own folders when it exits (Ctrl-C, SIGTERM, demo.close(), the end of the process)."""
     demo = demo or build_demo()
     demo.queue(default_concurrency_limit=2, max_size=limits.queue_size())
     if isinstance(demo, PublicBlocks):
         demo.bound_cache()
     if not kw.get("prevent_thread_lock") and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _exit_normally)  # a Space stopping the app: exit normally
-    atexit.register(scratch.remove_own)
-    atexit.register(gradio_files.remove_all, demo)
+        signal.signal(signal.SIGTERM, _exit_normally)  # a Space stopping the app
+        signal.signal(signal.SIGINT, _exit_normally)  # Ctrl-C at the terminal: the same clean exit
+    if not _launched:
+        atexit.register(_remove_files)
+    _launched.add(demo)
     kw.setdefault("allowed_paths", [str(ASSETS)])
     kw.setdefault("show_error", True)
     kw.setdefault("css", CSS)

@@ -68,8 +68,8 @@ def controls_for(
     note = models.first_load(model_key, progress)
     try:
         model = resolve_model(model_key, v)
-    except gr.Error as e:
-        note = f"⚠️ {e.message} {note} Showing the {models.SHARED['cifar10']} instead.".replace("  ", " ")
+    except gr.Error as e:  # its sentence says why (and, only where internet is needed, where weights are kept)
+        note = f"⚠️ {e.message} Showing the {models.SHARED['cifar10']} instead."
         v.crossing.menu_note = note  # said again when the menu's own change back to the CIFAR-10 model arrives
         model_key = "cifar10"
         model = resolve_model(model_key, v)

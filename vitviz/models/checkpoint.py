@@ -22,6 +22,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from vitviz.models import bound
+from vitviz.models.bound import ModelError
 from vitviz.models.card import card_from_meta, card_of, describe
 from vitviz.models.fileset import recover, write_set
 from vitviz.models.loaded import LoadedViT, module_of
@@ -33,7 +35,7 @@ MAX_JSON_BYTES = 1_000_000
 MAX_WEIGHTS_BYTES = 400_000_000
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ModelError):
     """The files are not a valid vitviz checkpoint; the message names what is wrong."""
 
 
@@ -148,7 +150,13 @@ def validate_meta(meta: object) -> dict:
         cfg = ViTConfig.from_dict(meta["model"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"the model config is invalid: {e}") from None
-    if max(cfg.depth, cfg.num_heads) > 64 or cfg.embed_dim > 4096 or cfg.image_size > 1024 or cfg.num_classes > 100_000:
+    if (
+        max(cfg.depth, cfg.num_heads) > 64
+        or cfg.embed_dim > 4096
+        or cfg.image_size > 1024
+        or cfg.num_classes > 100_000
+        or cfg.mlp_ratio > 16
+    ):
         raise CheckpointError("the model config is implausibly large")
     if cfg.num_classes < 1:
         raise CheckpointError("the model config has no classes: a vitviz checkpoint is a classifier")
@@ -165,15 +173,31 @@ def validate_meta(meta: object) -> dict:
     return meta
 
 
+def skeleton(meta: dict) -> ViT:
+    """The model a validated JSON describes, on the meta device: its names, shapes and size, no memory."""
+    with torch.device("meta"):
+        return ViT(ViTConfig.from_dict(meta["model"]))
+
+
+def check_size(meta: dict, max_params: int | None, what: str = "This checkpoint") -> None:
+    """bound.TooLarge when the model the JSON describes has more than `max_params` parameters (counted on the
+    meta device, before any weights are read)."""
+    bound.check(what, bound.count(skeleton(meta)), max_params)
+
+
 def build(
     meta: dict,
     tensors: dict[str, torch.Tensor] | None = None,
     device: torch.device | str = "cpu",
     kind: str = "shipped",
 ) -> ViT:
-    """A model from validated metadata and (optionally) its weights, in eval mode, with its card."""
-    model = describe(ViT(ViTConfig.from_dict(meta["model"])), card_from_meta(meta, kind))
-    if tensors is not None:
+    """A model from validated metadata and (optionally) its weights, in eval mode, with its card. With weights,
+    their names and shapes are checked against the architecture on the meta device, and the model takes the
+    tensors as they are (`assign=True`): a file that does not fit costs no memory."""
+    if tensors is None:
+        model = ViT(ViTConfig.from_dict(meta["model"]))
+    else:
+        model = skeleton(meta)
         expected = model.state_dict()
         missing = sorted(set(expected) - set(tensors))
         extra = sorted(set(tensors) - set(expected))
@@ -192,8 +216,8 @@ def build(
                 raise CheckpointError(f"weight {k} is not a floating-point tensor")
             if not torch.isfinite(v).all():
                 raise CheckpointError(f"weight {k} contains NaN or infinite values")
-        model.load_state_dict({k: v.float() for k, v in tensors.items()})
-    return model.to(device).eval()
+        model.load_state_dict({k: v.float().contiguous() for k, v in tensors.items()}, assign=True)
+    return describe(model, card_from_meta(meta, kind)).to(device).eval()
 
 
 def load_tensors(wpath: Path) -> dict[str, torch.Tensor]:
@@ -203,22 +227,28 @@ def load_tensors(wpath: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{wpath.name} is too large")
     try:
         return load_file(str(wpath))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"{wpath.name} is not a valid safetensors file ({str(e)[:120]})") from None
+    except (SafetensorError, OSError, ValueError, RuntimeError):
+        raise CheckpointError(f"{wpath.name} is not a valid safetensors file") from None
 
 
-def load(path: str | Path, device: torch.device | str = "cpu", kind: str = "shipped") -> ViT:
-    """Load a checkpoint (its stem, .safetensors or .json path) into an eval-mode ViT."""
+def load(
+    path: str | Path, device: torch.device | str = "cpu", kind: str = "shipped", max_params: int | None = None
+) -> ViT:
+    """Load a checkpoint (its stem, .safetensors or .json path) into an eval-mode ViT; bound.TooLarge, before the
+    weights are read, when its JSON describes more than `max_params` parameters."""
     recover_set(path)
     wpath, _ = paths(path)
     meta = read_meta(path)
+    check_size(meta, max_params)
     tensors = load_tensors(wpath)
     check_same_write(meta, wpath)
     return build(meta, tensors, device, kind)
 
 
-def load_pair(weights_file: str | Path, json_file: str | Path, device: torch.device | str = "cpu") -> ViT:
-    """Load from two separately named files (uploads keep their own names)."""
+def load_pair(
+    weights_file: str | Path, json_file: str | Path, device: torch.device | str = "cpu", max_params: int | None = None
+) -> ViT:
+    """Load from two separately named files (uploads keep their own names); the size bound as in `load`."""
     try:
         text = Path(json_file).read_bytes()
         if len(text) > MAX_JSON_BYTES:
@@ -227,6 +257,7 @@ def load_pair(weights_file: str | Path, json_file: str | Path, device: torch.dev
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise CheckpointError("the JSON file is not valid JSON") from None
     meta = validate_meta(meta)
+    check_size(meta, max_params)
     tensors = load_tensors(Path(weights_file))
     check_same_write(meta, Path(weights_file))
     return build(meta, tensors, device, kind="uploaded")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vitviz.models import checkpoint
+from vitviz.models import bound, checkpoint
 from vitviz.models.loaded import LoadedViT, loaded
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent.parent / "checkpoints"
@@ -13,7 +13,11 @@ SHIPPED = {"cifar10": CHECKPOINTS / "cifar10" / "model", "mnist": CHECKPOINTS / 
 
 
 def load_model(
-    path: str | Path | None = None, device: str = "cpu", pretrained: bool = True, weights: str | Path | None = None
+    path: str | Path | None = None,
+    device: str = "cpu",
+    pretrained: bool = True,
+    weights: str | Path | None = None,
+    max_params: int | None | str = bound.FROM_ENV,
 ) -> LoadedViT:
     """The record (vitviz.models.loaded.LoadedViT) of a model loaded in eval mode: its module, its card (config,
     classes, normalisation, training record), its token layout and its family's adapter.
@@ -24,18 +28,39 @@ def load_model(
     "timm/deit_small_patch16_224.fb_in1k" (weights through timm's pretrained path, the Hugging Face
     cache when offline; `weights=` a local .safetensors file; `pretrained=False` random weights);
     anything else: the checkpoint at that path.
+
+    A model with more than `max_params` parameters is refused (vitviz.models.bound.TooLarge) before anything
+    is downloaded or allocated: by default the bound is VITVIZ_MAX_MODEL_PARAMS (200 million unless set);
+    `max_params=None` sets none. Every model that cannot be had raises a vitviz.models.bound.ModelError.
     """
-    return loaded(_module(path, device, pretrained, weights))
+    return loaded(_module(path, device, pretrained, weights, bound.resolve(max_params)))
 
 
-def _module(path, device: str, pretrained: bool, weights):
+def _module(path, device: str, pretrained: bool, weights, max_params: int | None):
     key = "cifar10" if path is None else str(path)
     if key.startswith("timm/"):
         from vitviz.models.timm_vit import load_timm
 
-        return load_timm(key.removeprefix("timm/"), pretrained=pretrained, device=device, weights=weights)
+        return load_timm(
+            key.removeprefix("timm/"), pretrained=pretrained, device=device, weights=weights, max_params=max_params
+        )
     if key == "vit_b_16":
         from vitviz.models.tv_vit import load_vit_b_16
 
-        return load_vit_b_16(pretrained=pretrained, device=device)
-    return checkpoint.load(SHIPPED.get(key, path), device)
+        return load_vit_b_16(pretrained=pretrained, device=device, max_params=max_params)
+    return checkpoint.load(SHIPPED.get(key, path), device, max_params=max_params)
+
+
+def import_families() -> None:
+    """Import, in this thread, every library a model family needs. A server calls this before it serves anyone:
+    two first requests importing timm or torchvision at once in two threads can deadlock on Python's import
+    locks, or see a half-imported module."""
+    import huggingface_hub  # noqa: F401
+    import timm  # noqa: F401
+    import timm.data  # noqa: F401
+    import timm.layers  # noqa: F401
+    import timm.models.vision_transformer  # noqa: F401
+    import torchvision.models  # noqa: F401
+    import torchvision.models.vision_transformer  # noqa: F401
+
+    from vitviz.models import timm_vit, tv_vit  # noqa: F401

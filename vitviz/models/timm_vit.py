@@ -1,10 +1,12 @@
 """timm's Vision Transformers (DeiT, DINO, DINOv2 with or without registers, your own) through vitviz.
 
-`load_timm("deit_small_patch16_224.fb_in1k")` builds the model with timm's own `create_model`:
-`pretrained=True` takes the weights through timm's pretrained path (the Hugging Face Hub where
-there is internet, its cache otherwise; HF_HUB_OFFLINE is honoured), `checkpoint=` a local
-.safetensors file, `pretrained=False` random weights with no download. Every model is built at
-224x224; DINOv2's positional embeddings (trained at 518) are interpolated to it by timm.
+`load_timm("deit_small_patch16_224.fb_in1k")` builds the model with timm's own `create_model`, in
+an order that spends nothing on a model that cannot be had: the architecture on the meta device
+(checked, and counted against the size bound of vitviz.models.bound), then its weights file (the
+Hugging Face cache, or the Hub where there is internet; HF_HUB_OFFLINE is honoured), and only then
+the model, by timm's pretrained path from that file. `weights=` takes a local .safetensors file,
+`pretrained=False` random weights with no download. Every model is built at 224x224; DINOv2's
+positional embeddings (trained at 518) are interpolated to it by timm.
 
 Attention is read from the instance vitviz loaded: each of its blocks is set, once, to timm's
 non-fused attention (`attn.fused_attn = False` on that instance; timm's process-wide switch is
@@ -24,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from vitviz.models import bound
+from vitviz.models.bound import ModelError
 from vitviz.models.vit import intermediates
 
 IMAGE_SIZE = 224
@@ -33,7 +37,7 @@ FAMILIES = (
 )
 
 
-class TimmError(ValueError):
+class TimmError(ModelError):
     """A timm model that cannot be had or cannot be shown: the sentence says why."""
 
 
@@ -146,37 +150,81 @@ def weights_cached(name: str) -> bool:
     except ImportError:  # pragma: no cover
         return False
     for filename in ("model.safetensors", "pytorch_model.bin"):
-        if isinstance(try_to_load_from_cache(f"timm/{name}", filename), str):
-            return True
+        try:
+            if isinstance(try_to_load_from_cache(f"timm/{name}", filename), str):
+                return True
+        except ValueError:  # not a name the Hub could hold
+            return False
     return False
 
 
-def create(name: str, pretrained: bool = True, checkpoint: str | Path | None = None) -> torch.nn.Module:
-    """timm.create_model at 224x224, with a sentence for every way it can fail."""
+def create(
+    name: str, pretrained: bool = True, checkpoint: str | Path | None = None, max_params: int | None = None
+) -> torch.nn.Module:
+    """timm.create_model at 224x224, with a sentence for every way it can fail. Nothing is spent on a model that
+    cannot be had: the architecture is built on the meta device first (no memory, no download) and counted
+    against `max_params`; the weights are fetched next (from the Hugging Face cache, or the Hub when online);
+    only then is the model built, by timm's own path from that file."""
     import timm
 
     base = name.split(".")[0]
     if not timm.list_models(base) and not timm.is_model(base):
         raise TimmError(
-            f"timm knows no model called {name[:80]!r}; names look like deit_small_patch16_224.fb_in1k "
-            f"(timm.list_models('*vit*') lists them). The families that work are {FAMILIES}."
+            f"timm knows no model called `{name[:80]}`; names look like `deit_small_patch16_224.fb_in1k` "
+            f"(`timm.list_models('*vit*')` lists them). The families that work are {FAMILIES}."
         )
     try:  # the architecture first, on the meta device (no memory, no download): refuse what vitviz cannot read
         with torch.device("meta"):
-            skeleton = timm.create_model(name, pretrained=False)
-    except (TypeError, RuntimeError, ValueError, KeyError) as e:
+            skeleton = timm.create_model(name, pretrained=False, img_size=IMAGE_SIZE)
+    except (TypeError, RuntimeError, ValueError, KeyError, AssertionError) as e:
         raise TimmError(
-            f"{name} could not be built: {str(e).splitlines()[0][:200] if str(e) else 'timm gave no reason'}."
+            f"`{name}` could not be built: {str(e).splitlines()[0][:200] if str(e) else 'timm gave no reason'}."
         ) from None
-    check_supported(skeleton, name)
-    kw = {"pretrained": pretrained and checkpoint is None}
+    check_supported(skeleton, f"`{name}`")
+    source = hub_source(skeleton.pretrained_cfg or {}) if pretrained and checkpoint is None else None
+    bound.check(f"`{name}`", bound.count(skeleton), max_params, source and bound.hub_file_size(*source))
+    del skeleton
+    if source is not None:
+        checkpoint = fetch_weights(name, source)
+    kw = {"pretrained": checkpoint is not None}
     if checkpoint is not None:
         kw["pretrained_cfg_overlay"] = {"file": str(checkpoint)}
-        kw["pretrained"] = True
     try:
         return timm.create_model(name, img_size=IMAGE_SIZE, **kw)
-    except (OSError, RuntimeError, ValueError) as e:
+    except (OSError, RuntimeError, ValueError, KeyError) as e:
         raise TimmError(_why_not(name, e)) from None
+
+
+def hub_source(cfg: dict) -> tuple[str, tuple[str, ...]]:
+    """(repository, file names to try in order) where timm's pretrained path finds these weights on the Hub."""
+    repo = cfg.get("hf_hub_id")
+    if not repo:
+        raise TimmError(
+            f"`{cfg.get('architecture', 'this model')}` has no weights on the Hugging Face Hub that vitviz can fetch; "
+            "give a local weights file instead."
+        )
+    named = cfg.get("hf_hub_filename")
+    return repo, (named,) if named else ("model.safetensors", "pytorch_model.bin")
+
+
+def fetch_weights(name: str, source: tuple[str, tuple[str, ...]]) -> str:
+    """The local path of a model's weights file: the Hugging Face cache's copy, or a download when online."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    repo, files = source
+    for filename in files:  # what the cache holds first: no network asked
+        cached = try_to_load_from_cache(repo, filename)
+        if isinstance(cached, str):
+            return cached
+    for filename in files:
+        try:
+            return hf_hub_download(repo, filename)
+        except RemoteEntryNotFoundError:
+            continue
+        except Exception as e:  # noqa: BLE001 - offline, a missing or gated repository, a broken connection
+            raise TimmError(_why_not(name, e)) from None
+    raise TimmError(f"The Hub has no weights file for `{name}` that timm can read.")
 
 
 def _why_not(name: str, e: Exception) -> str:
@@ -186,12 +234,16 @@ def _why_not(name: str, e: Exception) -> str:
         for w in ("LocalEntryNotFound", "offline", "OfflineMode", "Connection", "resolve", "Hub", "local cache")
     ):
         return (
-            f"The weights of {name} are not on this machine and cannot be downloaded now: they need internet "
+            f"The weights of `{name}` are not on this machine and cannot be downloaded now: they need internet "
             "once, after which they are kept in the Hugging Face cache."
         )
+    if "Gated" in text or "401" in text or "403" in text:
+        return f"The weights of `{name}` are gated on the Hub: accept their licence and log in where they are used."
+    if "RepositoryNotFound" in text or "404" in text:
+        return f"The Hub has no weights for `{name}`."
     if "size mismatch" in text or "Missing key" in text or "Unexpected key" in text:
-        return f"That weights file does not fit {name}: its tensors have other names or shapes."
-    return f"{name} could not be built: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}."
+        return f"That weights file does not fit `{name}`: its tensors have other names or shapes."
+    return f"`{name}` could not be built: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}."
 
 
 def config_of(model: torch.nn.Module) -> ViTConfig:
@@ -223,16 +275,20 @@ def class_names(model: torch.nn.Module) -> tuple[str, ...]:
 
 
 def load_timm(
-    name: str, pretrained: bool = True, device: str | torch.device = "cpu", weights: str | Path | None = None
+    name: str,
+    pretrained: bool = True,
+    device: str | torch.device = "cpu",
+    weights: str | Path | None = None,
+    max_params: int | None = None,
 ) -> torch.nn.Module:
     """A timm ViT by its name (with its pretrained tag, e.g. deit_small_patch16_224.fb_in1k), in eval mode, its
-    attention readable per call, with its card. TimmError with a sentence when it cannot be had or shown."""
+    attention readable per call, with its card. TimmError with a sentence when it cannot be had or shown;
+    bound.TooLarge, before anything is downloaded or allocated, when it has more than `max_params` parameters."""
     from vitviz.models.card import ModelCard, describe
 
     if weights is not None and not Path(weights).is_file():
         raise TimmError(f"There is no weights file at {Path(weights).name!r}.")
-    model = create(name, pretrained=pretrained, checkpoint=weights)
-    check_supported(model, name)
+    model = create(name, pretrained=pretrained, checkpoint=weights, max_params=max_params)
     read_attention_here(model)
     cfg = model.pretrained_cfg or {}
     classes = class_names(model)

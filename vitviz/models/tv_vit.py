@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from vitviz.models import bound
+from vitviz.models.bound import ModelError
 from vitviz.models.card import ModelCard, describe
 from vitviz.models.vit import ViTConfig, intermediates
 
@@ -100,23 +102,33 @@ def weights_cached() -> bool:
     return os.path.isfile(os.path.join(weights_folder(), "vit_b_16-c867db91.pth"))
 
 
-def load_vit_b_16(pretrained: bool = True, device: torch.device | str = "cpu") -> nn.Module:
+def load_vit_b_16(
+    pretrained: bool = True, device: torch.device | str = "cpu", max_params: int | None = None
+) -> nn.Module:
     """torchvision's vit_b_16, ImageNet-1k weights (downloaded once into `weights_folder()`) or random.
 
-    The returned model carries its card (vitviz.models.card) like ours.
+    Counted on the meta device first (bound.TooLarge over `max_params`); with `pretrained`, the weights are
+    read before the model is built, and the model takes them as they are (built on the meta device, then
+    `load_state_dict(assign=True)`): a missing file costs no memory. The returned model carries its card
+    (vitviz.models.card) like ours.
     """
 
     from torchvision.models import ViT_B_16_Weights, vit_b_16
 
+    with torch.device("meta"):
+        skeleton = vit_b_16(weights=None)
+    bound.check("torchvision's ViT-B/16", bound.count(skeleton), max_params)
     weights = ViT_B_16_Weights.IMAGENET1K_V1
     if pretrained:
         try:
-            model = vit_b_16(weights=weights)
-        except Exception:  # no internet, a broken cache
-            raise RuntimeError(
-                "the pretrained ViT-B/16 weights (330 MB) are not on this machine and could not be downloaded: "
+            state = weights.get_state_dict(progress=False, check_hash=True)
+        except Exception:  # noqa: BLE001 - no internet, a broken cache
+            raise ModelError(
+                "The pretrained ViT-B/16 weights (330 MB) are not on this machine and cannot be downloaded now: "
                 "they need internet once, after which they are kept in torchvision's cache."
             ) from None
+        skeleton.load_state_dict(state, assign=True)
+        model = skeleton
     else:
         torch.manual_seed(0)
         model = vit_b_16(weights=None)

@@ -219,7 +219,12 @@ LABELS = {
 
 
 def _show(v) -> str:
+    """A value someone sent, quoted: printable characters only (others as ?), at most 24 of them; a huge number
+    in short."""
+    if isinstance(v, float) or (isinstance(v, int) and abs(v) > 10**9):
+        return f"{v:.4g}"
     s = repr(v)
+    s = "".join(c if c.isprintable() else "?" for c in s)
     return s if len(s) <= 24 else s[:21] + "..."
 
 
@@ -239,14 +244,15 @@ def _coerce(name: str, value, hint):
         if isinstance(value, (int, float)) and value in (0, 1):
             return bool(value)
         raise ConfigError(f"{label} must be true or false, not {_show(value)}.")
-    if isinstance(value, bool):
-        raise ConfigError(f"{label} must be a number, not {value}.")
+    span = next((f" ({what})" for n, _, _, what in LIMITS if n == name), "")
+    if isinstance(value, bool) or (isinstance(value, str) and not value.isascii()):
+        raise ConfigError(f"{label} must be a number written with the digits 0-9{span}, not {_show(value)}.")
     try:
         number = float(value.strip()) if isinstance(value, str) else float(value)
     except (TypeError, ValueError, OverflowError):
-        raise ConfigError(f"{label} must be a number, not {_show(value)}.") from None
+        raise ConfigError(f"{label} must be a number{span}, not {_show(value)}.") from None
     if not math.isfinite(number):
-        raise ConfigError(f"{label} must be a finite number, not {_show(value)}.")
+        raise ConfigError(f"{label} must be a finite number{span}, not {_show(value)}.")
     if int in kinds:
         if isinstance(value, int):
             return value

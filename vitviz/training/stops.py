@@ -43,6 +43,14 @@ class Stops:
         ev.set()
         return True
 
+    def stop_all(self) -> int:
+        """Stop every run (the server is stopping); how many there were."""
+        with self._lock:
+            events = list(self._events.values())
+        for ev in events:
+            ev.set()
+        return len(events)
+
     def clear(self, key: str, ev: threading.Event) -> None:
         with self._lock:
             if self._events.get(key) is ev:
