@@ -52,3 +52,41 @@ def test_the_largest_allowed_run_peaks_under_its_estimate(preset, width, depth, 
     assert out.returncode == 0, out.stderr[-2000:]
     measured = json.loads(out.stdout.strip().splitlines()[-1])["measured_gb"]
     assert 0.3 < measured < estimate, (measured, estimate)
+
+
+@pytest.mark.parametrize("precision", ["fp32", pytest.param("bf16", marks=pytest.mark.bf16)])
+def test_a_whole_run_at_the_largest_admitted_size_peaks_under_its_estimate(precision):
+    """A whole Train-tab run (its steps, quick validations, epoch ends, final validation, probe pictures and
+    kept snapshots), in a child process, at the largest size a 1 GB bound admits (benchmarks/run_memory.py picks
+    the architecture that keeps the most): its peak over the idle process stays under the estimate the bound
+    was checked against. The bf16 path runs where the CPU has bf16 units (bf16 attention by matmuls, the path
+    that holds the most)."""
+    args = ["--bound", "1", "--budget", "8", "--precision", precision, "--child"]
+    env = {**__import__("os").environ, "VITVIZ_BF16": "0" if precision == "fp32" else ""}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run_memory.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["estimate_gb"] <= 1.0 and "Finished" in r["status"], r
+    assert 0.05 < r["measured_gb"] < r["estimate_gb"], r
+
+
+def test_a_timed_run_takes_no_step_past_its_budget_and_validates_what_fits():
+    from vitviz.training.clock import RunClock
+
+    cfg = TrainConfig(time_budget=30)
+    clock = RunClock(cfg, step=0, batch=32)
+    clock.t0 -= 20  # 20 s trained
+    clock.stepped(5.0)
+    assert not clock.over()  # 20 + 5 < 30: one more step fits
+    clock.stepped(30.0)
+    assert clock.over()  # a step now takes about 10 s (its recent average): the next would end past 30 s
+    # 10 steps of 32 images in 20 s: 16 images/s trained, about 48/s forward; a tenth of the budget is 3 s
+    assert clock.validation_cap(10) == pytest.approx(48 * 3, abs=2)
+    assert clock.validation_cap(10, share=0.02) == pytest.approx(48 * 2, abs=2)  # 2 s at least
+    assert RunClock(TrainConfig(time_budget=0), 0, 32).validation_cap(10) == 0  # no budget: every image

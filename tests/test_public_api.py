@@ -112,11 +112,10 @@ def test_values_out_of_range_are_told_this_models_range(app):
     for patch in (-5, 64, 2**70):  # off the grid: refused, with this model's range
         msg = error_of(rest(url, "explain", EXPLAIN(img, patch=patch)))
         assert "between -1 and 63" in msg and "1e+09" not in msg and "e+" not in msg, msg
+    for kw in (dict(layer=2**70), dict(head=-(10**300))):  # far from any model's range: refused, never echoed
+        msg = error_of(rest(url, "explain", EXPLAIN(img, **kw)))
+        assert "between 1 and 6 for this model" in msg and "e+" not in msg and "000000" not in msg, msg
     cases = [
-        (
-            dict(layer=2**70),
-            "Layer 1180591620717411303424 is not in this model, which has layers 1 to 6: layer 6 is shown",
-        ),
         (dict(layer=0), "layers 1 to 6: layer 1 is shown"),
         (dict(layer=999), "layer 6 is shown"),
         (dict(head=-3), "Head -3 is not in this model, which has heads 1 to 6: head 1 is shown"),
@@ -217,3 +216,50 @@ def test_the_app_removes_what_it_wrote_when_it_is_stopped(tmp_path):
             server.kill()
     assert not [p for p in cache.rglob("*") if p.is_file()]
     assert not list(work.glob("vitviz-*"))
+
+
+def test_the_cache_bound_holds_at_every_moment(monkeypatch):
+    """With the periodic check off (an hour apart), replies and uploads still never take the cache past
+    VITVIZ_CACHE_MAX_MB: room is made before each write. Sampled on disk every few milliseconds."""
+    import threading
+
+    import httpx
+    from gradio_client import Client, handle_file
+
+    monkeypatch.setenv("VITVIZ_CACHE_MAX_MB", "1")
+    monkeypatch.setenv("VITVIZ_CACHE_CHECK_S", "3600")
+    demo = build_demo()
+    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    page = {p for c in demo.blocks.values() for p in getattr(c, "keep_in_cache", set())}
+    folder, worst, done = gradio_files.own_folder(), [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            total = 0
+            for where, _, names in os.walk(folder):  # a folder deleted mid-walk is passed over
+                for name in names:
+                    path = os.path.join(where, name)
+                    try:
+                        total += os.path.getsize(path) if path not in page else 0
+                    except OSError:
+                        pass
+            worst[0] = max(worst[0], total)
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        c = Client(url, verbose=False)
+        for i in range(16):  # about 0.2 MB of new pictures each, and an upload of 0.3 MB every fourth
+            c.predict(handle_file(EXAMPLE), patch=i, layer=1 + i % 6, api_name="/explain")
+            if i % 4 == 0:
+                noise = os.urandom(300_000)
+                r = httpx.post(url + "gradio_api/upload", files={"files": (f"n{i}.png", noise, "image/png")})
+                assert r.status_code == 200
+        big = httpx.post(url + "gradio_api/upload", files={"files": ("big.png", os.urandom(1_200_000), "image/png")})
+        assert big.status_code == 413 and "cannot be kept" in big.text  # larger than the whole bound: refused
+    finally:
+        done.set()
+        sampler.join(5)
+        demo.close()
+    assert 0 < worst[0] <= 2**20, worst[0]

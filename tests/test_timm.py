@@ -204,7 +204,7 @@ def test_a_local_safetensors_file(tmp_path):
 def test_what_cannot_be_had_gets_a_sentence(tmp_path, monkeypatch):
     with pytest.raises(TimmError, match="not a Vision Transformer vitviz can read; the families that work are"):
         vitviz.load_model("timm/resnet18", pretrained=False)
-    with pytest.raises(TimmError, match="timm knows no model called 'not_a_model_at_all'"):
+    with pytest.raises(TimmError, match="timm knows no model called `not_a_model_at_all`"):
         vitviz.load_model("timm/not_a_model_at_all", pretrained=False)
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "empty"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     code = (

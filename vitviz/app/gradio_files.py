@@ -26,8 +26,11 @@ import re
 import shutil
 import tempfile
 import threading
+import time
+import weakref
 from pathlib import Path
 
+import anyio
 import gradio as gr
 
 from vitviz.app import limits
@@ -111,10 +114,19 @@ def _forget(blocks, path: str):
         pass
 
 
-def enforce(blocks: gr.Blocks, max_bytes: float) -> int:
+def enforce(blocks: gr.Blocks | list, max_bytes: float) -> int:
     """Delete the oldest tracked files until they take at most 80% of `max_bytes` (only when over it); returns
-    how many were deleted."""
-    files = tracked(blocks)
+    how many were deleted. `blocks` is one Blocks or several (the apps of this process share its folder: their
+    files are counted together, and the oldest of all go first)."""
+    group = list(blocks) if isinstance(blocks, (list, tuple)) else [blocks]
+    owner: dict[str, object] = {}
+    files = []
+    for b in group:
+        for f in tracked(b):
+            if f[3] not in owner:
+                owner[f[3]] = b
+                files.append(f)
+    files.sort()
     total = sum(size for _, _, size, _ in files)
     if total <= max_bytes:
         return 0
@@ -126,7 +138,8 @@ def enforce(blocks: gr.Blocks, max_bytes: float) -> int:
             os.remove(path)
         except OSError:
             pass
-        _forget(blocks, path)
+        for b in group:
+            _forget(b, path)
         total -= size
         removed += 1
     return removed
@@ -136,8 +149,99 @@ def total_bytes(blocks: gr.Blocks) -> int:
     return sum(size for _, _, size, _ in tracked(blocks))
 
 
+RESERVE_S = 10.0  # the longest a write's reservation lasts (Gradio copies a reply's files within moments)
+_bounded: weakref.WeakSet = weakref.WeakSet()  # the Blocks whose cache is bounded
+_reserved: dict[int, tuple[float, int, tuple[str, ...]]] = {}  # token -> (until when, bytes, the files' names)
+_tokens = iter(range(1, 2**62))
+_room = threading.Lock()
+
+
+class TooBig(Exception):
+    """A write larger than the whole cache bound: it cannot be made to fit."""
+
+
+def make_room(nbytes: int, names: tuple[str, ...] = ()) -> int:
+    """Before `nbytes` are written into Gradio's cache (the copies of a reply's files called `names`, or an
+    upload): delete the oldest tracked files until what is there, what the other writes under way reserved and
+    these bytes fit VITVIZ_CACHE_MAX_MB, so that the bound holds when the write lands, not only at the next
+    check. A reply's files are reserved whole, those whose copy is there already too (a copy let go now would be
+    written again). Returns the reservation's token: `release` ends it, and it ends by itself once every named
+    copy is tracked, or after RESERVE_S. TooBig when `nbytes` alone is over the bound."""
+    limit = limits.get("VITVIZ_CACHE_MAX_MB") * 2**20
+    if nbytes > limit:
+        raise TooBig(f"{nbytes / 2**20:.1f} MB is more than the {limit / 2**20:g} MB this app's cache may hold")
+    with _room:
+        now = time.monotonic()
+        landed = {os.path.basename(p) for blocks in list(_bounded) for *_, p in tracked(blocks)}
+        for token, (until, _, named) in list(_reserved.items()):
+            if until <= now or (named and landed.issuperset(named)):
+                del _reserved[token]
+        room = limit - nbytes - sum(n for _, n, _ in _reserved.values())
+        enforce(list(_bounded), max(room, 0))  # the apps of this process together, down to 80% of the room left
+        token = next(_tokens)
+        _reserved[token] = (now + RESERVE_S, nbytes, tuple(names))
+        return token
+
+
+def reply_size(value: object) -> tuple[int, tuple[str, ...]]:
+    """(bytes at most, file names) of what Gradio will write into its cache for a reply: the files it names (their
+    sizes) and the arrays it holds (encoded to PNG, a little over their raw size at most)."""
+    import numpy as np
+
+    total, names, todo = 0, [], [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, np.ndarray):
+            total += int(v.nbytes * 1.01) + 4096
+        elif isinstance(v, (str, os.PathLike)) and len(str(v)) < 4096 and os.path.isfile(v):
+            total += os.path.getsize(v)
+            names.append(os.path.basename(v))
+        elif isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            todo.extend(v)
+    return total, tuple(names)
+
+
+def release(token: int) -> None:
+    """The write `token` reserved room for has landed (or failed): its bytes are counted where they are."""
+    with _room:
+        _reserved.pop(token, None)
+
+
+class UploadRoom:
+    """ASGI middleware: room is made for an upload (its Content-Length, else the largest upload allowed) before
+    Gradio writes it; one larger than the whole bound is refused with a sentence."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].rstrip("/").endswith("/upload"):
+            length = dict(scope.get("headers") or []).get(b"content-length", b"")
+            nbytes = int(length) if length.isdigit() else int(limits.get("VITVIZ_MAX_UPLOAD_MB") * 2**20)
+            try:
+                token = await anyio.to_thread.run_sync(make_room, nbytes)
+            except TooBig as e:
+                from fastapi.responses import JSONResponse
+
+                sentence = f"This upload cannot be kept: {e}."
+                await JSONResponse(status_code=413, content={"detail": sentence, "error": sentence})(
+                    scope, receive, send
+                )
+                return
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                release(token)  # the upload is in the cache now (or was refused): counted as a file from here
+            return
+        await self.app(scope, receive, send)
+
+
 class SizeBound:
-    """A daemon thread that keeps the Blocks' cached files under VITVIZ_CACHE_MAX_MB."""
+    """Keeps the Blocks' cached files under VITVIZ_CACHE_MAX_MB: room made before every write (`make_room`, from
+    the picture files and the upload middleware), and a daemon thread that checks every VITVIZ_CACHE_CHECK_S for
+    anything else."""
 
     def __init__(self, blocks):
         self.blocks = blocks
@@ -145,17 +249,20 @@ class SizeBound:
         self._thread = threading.Thread(target=self._run, name="vitviz-cache-bound", daemon=True)
 
     def start(self) -> SizeBound:
+        _bounded.add(self.blocks)
         self._thread.start()
         return self
 
     def _run(self):
         while not self._stop.wait(limits.get("VITVIZ_CACHE_CHECK_S")):
             try:
-                enforce(self.blocks, limits.get("VITVIZ_CACHE_MAX_MB") * 2**20)
+                with _room:
+                    enforce(list(_bounded) or [self.blocks], limits.get("VITVIZ_CACHE_MAX_MB") * 2**20)
             except Exception:  # noqa: BLE001 - the bound must never stop the app; it tries again next time
                 pass
 
     def stop(self) -> None:
+        _bounded.discard(self.blocks)
         self._stop.set()
 
 

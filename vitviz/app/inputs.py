@@ -123,8 +123,8 @@ def _token_number(value: object, what: str, lo: int, hi: int, refusal: Callable[
     (the number as sent, in short)."""
     try:
         p = number(value, what, -math.inf, math.inf, default=-1)
-        if not lo <= p < hi:
-            raise FieldError(refusal(f"{p:.6g}"), "patch")
+        if not lo <= p < hi:  # a huge number is not echoed back
+            raise FieldError(refusal(f"{p:.6g}" if abs(p) < 1e6 else ""), "patch")
         return whole(p, what, lo, hi - 1)
     except gr.Error as e:
         raise about("patch", e) from None
@@ -138,7 +138,8 @@ def patch_index(value: object, num_patches: int) -> int | None:
         -1,
         num_patches,
         lambda p: (
-            f"Patch {p} is not on this model's grid: the patch must be between -1 and {num_patches - 1} "
+            f"{f'Patch {p}' if p else 'That patch'} is not on this model's grid: the patch must be between -1 and "
+            f"{num_patches - 1} "
             f"(patches are numbered 0 to {num_patches - 1}; -1 is the CLS token)."
         ),
     )
@@ -155,7 +156,8 @@ def token_index(value: object, layout: TokenLayout) -> tuple[int | None, int]:
         -K,
         P,
         lambda p: (
-            f"Token {p} is not in this model: the selected token must be between {-K} and {P - 1} "
+            f"{f'Token {p}' if p else 'That token'} is not in this model: the selected token must be between {-K} "
+            f"and {P - 1} "
             f"({token_numbers(layout)})."
         ),
     )
@@ -184,7 +186,7 @@ def layer_index(value: object, what: str, count: int, default: int) -> tuple[int
     the page and the API's reply say so."""
     raw = number(value, what, -math.inf, math.inf, default=default)
     if abs(raw) > 10_000:  # far from any model's range: refused, not brought in
-        raise gr.Error(f"{what} must be between 1 and {count} for this model; {raw:.6g} is out of range.")
+        raise gr.Error(f"{what} must be between 1 and {count} for this model; the number sent is far outside that.")
     v = whole(raw, what, -10_000, 10_000)
     nearest = views.nearest_one_based(v, count, default=default)
     if nearest == v:

@@ -141,7 +141,7 @@ def _image(params: dict) -> tuple[str | None, str]:
     if "image" in params:
         name = params["image"]
         if not (_plain_ascii(name, 1024) and all(0 < len(part) <= 255 for part in name.split("/"))):
-            return None, "This link's image name cannot be a file this server kept: an example is shown instead."
+            return None, "The image of this link is no longer kept on the server: an example is shown instead."
         root = _uploads()
         path = (root / name).resolve()
         if root in path.parents and path.is_file() and os.access(path, os.R_OK):

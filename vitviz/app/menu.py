@@ -174,9 +174,9 @@ class SharedModels:
                 with torch.inference_mode(False):  # weights must be usable by autograd later
                     model = self._load(key)
             except ModelError as e:  # the model cannot be had: said, and remembered for a while
-                self._failed[key] = (time.monotonic(), str(e))
                 LOG.warning("vitviz: model %r was not loaded: %s", key[:120], e)
                 memory.give_back()  # what the attempt took goes back at once
+                self._failed[key] = (time.monotonic(), str(e))
                 raise
             except Exception as e:  # the server's fault (an import, a lock, memory): logged, never remembered
                 LOG.error("vitviz: loading model %r failed on the server", key[:120], exc_info=e)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import inspect
 import re
 
+import anyio
 import gradio as gr
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from gradio.blocks import BlockFunction
+from starlette.middleware import Middleware
 
 from vitviz.app import gradio_files
 from vitviz.app.visitor import Visitor
@@ -79,8 +81,6 @@ def call_refused(request: gr.Request | None, exc: Exception) -> JSONResponse:
     """FastAPI's handler for a TypeError or ValueError that a route (not a handler: those become gr.Error)
     raised while reading a call, as Gradio's keyword API does for an unknown parameter: a 400 with a sentence
     instead of a bare 500."""
-    from fastapi.responses import JSONResponse
-
     text = str(exc)
     found = re.search(r"Parameter `([^`]+)` is not a valid key-word argument", text)
     api = request.url.path.rstrip("/").rsplit("/", 1)[-1]
@@ -106,7 +106,8 @@ def body_refused(request: gr.Request, exc: Exception) -> JSONResponse:
 
 
 APP_KWARGS = {
-    "exception_handlers": {TypeError: call_refused, ValueError: call_refused, RequestValidationError: body_refused}
+    "exception_handlers": {TypeError: call_refused, ValueError: call_refused, RequestValidationError: body_refused},
+    "middleware": [Middleware(gradio_files.UploadRoom)],  # room made in the bounded cache before an upload lands
 }
 
 
@@ -132,6 +133,17 @@ class PublicBlocks(gr.Blocks):
         if len(inputs) < wanted or (len(inputs) > wanted and block_fn.api_name and not getattr(block_fn, "js", None)):
             raise gr.Error(count_sentence(block_fn, len(inputs)))
         super().validate_inputs(block_fn, inputs)
+
+    async def postprocess_data(self, block_fn: BlockFunction, predictions: list | dict, state: object) -> list:
+        """Room made in the bounded cache for the files and pictures Gradio is about to write for this reply
+        (vitviz.app.gradio_files.make_room), before it writes them."""
+        nbytes, names = gradio_files.reply_size(predictions)
+        if nbytes and self._bound is not None:
+            try:
+                await anyio.to_thread.run_sync(gradio_files.make_room, nbytes, names)
+            except gradio_files.TooBig:  # a reply larger than the whole bound: the periodic check takes it later
+                pass
+        return await super().postprocess_data(block_fn, predictions, state)
 
     async def preprocess_data(
         self, block_fn: BlockFunction, inputs: list, state: Visitor | None, explicit_call: bool = False

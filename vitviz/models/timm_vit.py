@@ -175,14 +175,17 @@ def create(
         )
     try:  # the architecture first, on the meta device (no memory, no download): refuse what vitviz cannot read
         with torch.device("meta"):
-            skeleton = timm.create_model(name, pretrained=False, img_size=IMAGE_SIZE)
+            skeleton = timm.create_model(name, pretrained=False)
+            check_supported(skeleton, f"`{name}`")
+            skeleton = timm.create_model(name, pretrained=False, img_size=IMAGE_SIZE)  # as it will be built
     except (TypeError, RuntimeError, ValueError, KeyError, AssertionError) as e:
         raise TimmError(
             f"`{name}` could not be built: {str(e).splitlines()[0][:200] if str(e) else 'timm gave no reason'}."
         ) from None
-    check_supported(skeleton, f"`{name}`")
     source = hub_source(skeleton.pretrained_cfg or {}) if pretrained and checkpoint is None else None
-    bound.check(f"`{name}`", bound.count(skeleton), max_params, source and bound.hub_file_size(*source))
+    params = bound.count(skeleton)
+    if max_params is not None and params > max_params:  # its download's size too, where the cache or Hub says it
+        bound.check(f"`{name}`", params, max_params, source and bound.hub_file_size(*source))
     del skeleton
     if source is not None:
         checkpoint = fetch_weights(name, source)

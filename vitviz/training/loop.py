@@ -48,6 +48,7 @@ from vitviz.models.vit import ViT
 from vitviz.runtime import memory
 from vitviz.runtime.device import Precision, describe_device, pick_device
 from vitviz.training.batches import Batches
+from vitviz.training.clock import RunClock
 from vitviz.training.config import ConfigError, TrainConfig
 from vitviz.training.events import result_event, snapshot_event, start_event, step_event
 from vitviz.training.heldout import QuickVal, epoch_record, evaluate
@@ -293,8 +294,7 @@ def train(
         return max(run.step / total_steps, elapsed / cfg.time_budget if cfg.time_budget > 0 else 0.0)
 
     def end_epoch(epoch: float, elapsed: float, limit: int = 0) -> Iterator[dict]:
-        trained = (run.step - first_step) * batches.size, elapsed - run.elapsed_before
-        caps = [c for c in (limit, validation_cap(cfg, *trained)) if c]  # 0: no cap
+        caps = [c for c in (limit, clock.validation_cap(run.step)) if c]  # 0: no cap
         rec = epoch_record(p.shown, data, precision, cfg, epoch, run.step, elapsed, *meter.take(), min(caps, default=0))
         run.history.append(rec)
         yield {"event": "epoch", **rec}
@@ -302,15 +302,14 @@ def train(
         if path is not None:
             yield {"event": "checkpoint", "path": str(path), "epoch": rec["epoch"]}
 
-    first_step = run.step
-    t0 = time.perf_counter() - run.elapsed_before
+    clock = RunClock(cfg, run.step, batches.size, run.elapsed_before)
     quick = QuickVal(cfg, data, precision, batches.per_epoch)
     meter = Meter()
     status, message = "done", "finished"
     batches.start_at(run.step)
     while True:
-        elapsed = time.perf_counter() - t0
-        if run.step >= total_steps or (cfg.time_budget > 0 and elapsed >= cfg.time_budget):
+        elapsed = clock.elapsed()
+        if run.step >= total_steps or clock.over():  # a timed run takes no step that would end past its budget
             break
         if stop is not None and stop.is_set():
             status, message = "stopped", "stopped by request"
@@ -319,7 +318,9 @@ def train(
         done = progress(elapsed)
         lr = get_lr(run.step, done, cfg, warmup_steps)
         keep = tokens_kept(cfg, done, model.config.num_patches)
+        began = time.perf_counter()
         loss, logits = train_step(model, opt, xb, target, lr, cfg, precision, keep)
+        clock.stepped(time.perf_counter() - began)
         if p.average is not None:
             p.average.update()
         run.step += 1
@@ -331,11 +332,9 @@ def train(
                 message = f"training diverged: the loss became {loss_v} at step {run.step}. Try a lower learning rate."
                 break
             meter.add(loss_v, logits, target, batches.size)
-            yield step_event(
-                run.step, batches, total_steps, cfg, loss_v, lr, meter.rate(), time.perf_counter() - t0, progress
-            )
+            yield step_event(run.step, batches, total_steps, cfg, loss_v, lr, meter.rate(), clock.elapsed(), progress)
         if quick.due():
-            yield quick.event(p.shown, run.step, time.perf_counter() - t0)
+            yield quick.event(p.shown, run.step, clock.elapsed(), clock.validation_cap(run.step, share=0.02))
             meter.rate()  # evaluation time is not training time
         if snapshots and cfg.snapshot_every and run.step % cfg.snapshot_every == 0:
             handed = time.perf_counter()
@@ -343,25 +342,16 @@ def train(
             meter.t += time.perf_counter() - handed  # the pictures drawn from it are not training time
         if run.step % batches.per_epoch == 0:
             run.epoch += 1
-            yield from end_epoch(run.epoch, time.perf_counter() - t0)
+            yield from end_epoch(run.epoch, clock.elapsed())
             if snapshots:
                 yield snapshot_event("epoch", run.step, run.epoch, p.shown)
             meter.rate()  # evaluation time is not training time
 
-    elapsed = time.perf_counter() - t0
+    elapsed = clock.elapsed()
     if status != "error" and run.step > 0 and (not run.history or run.history[-1]["step"] != run.step):
         # a stopped run answers fast: it validates on at most 500 images
         yield from end_epoch(run.step / batches.per_epoch, elapsed, 500 if status == "stopped" else 0)
     yield result_event(status, message, run, elapsed, p.shown, out, data.test if final_test else None, precision)
-
-
-def validation_cap(cfg: TrainConfig, images: int, seconds: float) -> int:
-    """A timed run's validation images: as many as a forward pass gets through in a tenth of the budget (3 s at
-    least), at the speed this run trained (`images` in `seconds`; a forward pass costs about a third of a step),
-    so that a run of any size ends within seconds of its budget. 0 (all of them) for a run without a budget."""
-    if cfg.time_budget <= 0 or images <= 0:
-        return 0
-    return max(100, int(3 * images / max(seconds, 1e-3) * max(3.0, 0.1 * cfg.time_budget)))
 
 
 def save_run(
