@@ -57,11 +57,11 @@ def test_the_largest_allowed_run_peaks_under_its_estimate(preset, width, depth, 
 @pytest.mark.parametrize("precision", ["fp32", pytest.param("bf16", marks=pytest.mark.bf16)])
 def test_a_whole_run_at_the_largest_admitted_size_peaks_under_its_estimate(precision):
     """A whole Train-tab run (its steps, quick validations, epoch ends, final validation, probe pictures and
-    kept snapshots), in a child process, at the largest size a 1 GB bound admits (benchmarks/run_memory.py picks
+    kept snapshots), in a child process, at the largest size a 1.2 GB bound admits (benchmarks/run_memory.py picks
     the architecture that keeps the most): its peak over the idle process stays under the estimate the bound
     was checked against. The bf16 path runs where the CPU has bf16 units (bf16 attention by matmuls, the path
     that holds the most)."""
-    args = ["--bound", "1", "--budget", "8", "--precision", precision, "--child"]
+    args = ["--bound", "1.2", "--budget", "8", "--precision", precision, "--child"]
     env = {**__import__("os").environ, "VITVIZ_BF16": "0" if precision == "fp32" else ""}
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run_memory.py"), *args],
@@ -72,7 +72,7 @@ def test_a_whole_run_at_the_largest_admitted_size_peaks_under_its_estimate(preci
     )
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    assert r["estimate_gb"] <= 1.0 and "Finished" in r["status"], r
+    assert r["estimate_gb"] <= 1.2 and "Finished" in r["status"], r
     assert 0.05 < r["measured_gb"] < r["estimate_gb"], r
 
 

@@ -230,8 +230,9 @@ def test_the_cache_bound_holds_at_every_moment(monkeypatch):
     monkeypatch.setenv("VITVIZ_CACHE_CHECK_S", "3600")
     demo = build_demo()
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
-    page = {p for c in demo.blocks.values() for p in getattr(c, "keep_in_cache", set())}
     folder, worst, done = gradio_files.own_folder(), [0], threading.Event()
+    page = {p for c in demo.blocks.values() for p in getattr(c, "keep_in_cache", set())}
+    page |= {os.path.join(w, n) for w, _, names in os.walk(folder) for n in names}  # earlier tests' files too
 
     def sample():
         while not done.is_set():

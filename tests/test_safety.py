@@ -39,7 +39,7 @@ def test_no_run_trains_past_the_cap(monkeypatch):
 def test_a_run_that_does_not_fit_in_memory_is_refused_before_it_starts(monkeypatch):
     import gradio as gr
 
-    monkeypatch.setenv("VITVIZ_TRAIN_MEMORY_GB", "2")
+    monkeypatch.setenv("VITVIZ_TRAIN_MEMORY_GB", "3")
     with pytest.raises(gr.Error, match=r"about \d+\.\d GB.*batch of \d+ would fit"):
         next(
             train_tab.train_run(

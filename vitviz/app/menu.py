@@ -257,6 +257,7 @@ def upload_checkpoint(files: list | None, state: Visitor | None = None, request:
     try:
         model = checkpoint.load_pair(weights[0], metas[0], max_params=bound.max_params())
     except ModelError as e:  # a bad file, or one describing a model over VITVIZ_MAX_MODEL_PARAMS: refused unbuilt
+        LOG.warning("vitviz: an uploaded checkpoint was not loaded: %s", e)
         memory.give_back()
         return f"⚠️ That checkpoint could not be loaded: {str(e).rstrip('.')}.", v, gr.skip()
     v.models["upload"] = loaded(model)

@@ -2,6 +2,7 @@
 
 vit.py        our ViT and its config presets (the network only)
 card.py       ModelCard: config, data set, classes, normalisation, training record
+bound.py      how large a model may be (VITVIZ_MAX_MODEL_PARAMS), counted before anything is spent; ModelError
 fileset.py    several files written as one set: a kill leaves the old set or the new
 checkpoint.py save and load (safetensors + JSON), validated
 loaded.py     LoadedViT, the record every explaining function asks: module, card, token layout,

@@ -1,9 +1,10 @@
 """Folders the app makes for visitors (run checkpoints, exports, random test images, the encoded pictures
 a page shows), and their pruning.
 
-Every such folder is `<VITVIZ_WORK_DIR>/vitviz-<kind>-*` (default: the system's temporary
+Every such folder is `<VITVIZ_WORK_DIR>/vitviz-<kind>-<pid>-*` (default: the system's temporary
 folder); before a new one is made, all but the newest `VITVIZ_KEEP_FOLDERS` (default 20) of
 that kind are deleted, so a long-lived app, and one restarted many times, never fills its disk.
+Another vitviz process that still runs keeps its folders: two apps on one host never prune each other.
 A folder this process still uses (`hold`) is never pruned: a busy app with more visitors than
 `VITVIZ_KEEP_FOLDERS` would otherwise delete a visitor's pictures between writing them and
 Gradio reading them. `remove_own` deletes every folder this process made, at exit.
@@ -31,12 +32,31 @@ def keep_default() -> int:
     return max(1, int(os.environ.get("VITVIZ_KEEP_FOLDERS", "20")))
 
 
+def _others(folder: Path, kind: str) -> bool:
+    """Whether `folder` belongs to another vitviz process that still runs (its name carries the pid): another
+    app on this host prunes only its own folders and those of processes that are gone."""
+    pid, dash, _ = folder.name.removeprefix(f"vitviz-{kind}-").partition("-")
+    if not (dash and pid.isdigit()) or int(pid) in (0, os.getpid()):
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def prune(kind: str, keep: int | None = None, where: str | Path | None = None) -> None:
-    """Delete all but the `keep` newest folders of this kind."""
+    """Delete all but the `keep` newest folders of this kind (another running app's are left alone)."""
     keep = keep_default() if keep is None else keep
     with _lock:
         held = set(_held)
-    folders = [p for p in Path(where or root()).glob(f"vitviz-{kind}-*") if p.is_dir() and str(p) not in held]
+    folders = [
+        p
+        for p in Path(where or root()).glob(f"vitviz-{kind}-*")
+        if p.is_dir() and str(p) not in held and not _others(p, kind)
+    ]
     folders.sort(key=lambda p: p.stat().st_mtime)
     for d in folders[: max(0, len(folders) - keep)]:
         shutil.rmtree(d, ignore_errors=True)
@@ -49,7 +69,7 @@ def new_folder(kind: str) -> Path:
     where = root()
     where.mkdir(parents=True, exist_ok=True)
     prune(kind, keep_default() - 1, where)
-    folder = tempfile.mkdtemp(prefix=f"vitviz-{kind}-", dir=where)
+    folder = tempfile.mkdtemp(prefix=f"vitviz-{kind}-{os.getpid()}-", dir=where)
     with _lock:
         _made.add(folder)
     return Path(folder)

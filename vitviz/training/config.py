@@ -79,7 +79,14 @@ class TrainConfig:
         extremes at the largest batch the bound allows): a fixed 0.4 GB, 12 bytes a parameter's float
         (weights, gradients, AdamW's two moments, bf16 copies and the allocator's slack), 16x each layer's
         token activations, 0.3x its attention matrices and, with dropout, 6 bytes for each dropped element
-        (the kept mask and the scaled copy). It lies 1.1-2.2x above every measured peak."""
+        (the kept mask and the scaled copy). It lies 1.1-2.2x above every measured peak of a step.
+
+        A whole Train-tab run keeps more beside its step (benchmarks/run_memory.py measures one): its
+        pictures and the heap's slack between steps and validations (RUN_EXTRA_GB), copies of the weights (the
+        epoch snapshots the app keeps, the copy it explores, the average), counted as 4 more floats a
+        parameter, and the probe pictures' pass, which holds every layer's attention of 6 images. Measured
+        on 2 cores in fp32: the seed preset at batch 172 took 1.08-1.31 GB where its step alone was estimated
+        at 0.84; width 128, depth 12, patch 2 took 1.28 GB where its step was estimated at 0.96."""
         cfg = self.model_config()
         n = cfg.num_patches + 1
         params = sum(_param_count(cfg))
@@ -87,7 +94,9 @@ class TrainConfig:
         attention = self.batch_size * cfg.depth * cfg.num_heads * n * n * 4
         hidden = int(cfg.embed_dim * cfg.mlp_ratio)
         dropped = self.batch_size * cfg.depth * n * (2 * cfg.embed_dim + hidden) if cfg.dropout > 0 else 0
-        return (0.4 * 2**30 + 12 * params * 4 + 16 * tokens + 0.3 * attention + 6 * dropped) / 2**30
+        step = 0.4 * 2**30 + 12 * params * 4 + 16 * tokens + 0.3 * attention + 6 * dropped
+        run = RUN_EXTRA_GB * 2**30 + 4 * params * 4 + PROBES * cfg.depth * (cfg.num_heads + 2) * n * n * 4
+        return (step + run) / 2**30
 
     @classmethod
     def parse(cls, **values) -> TrainConfig:
@@ -143,6 +152,10 @@ def _model_problems(cfg: TrainConfig):
     size = DATASETS[cfg.dataset]["image_size"]
     values = {**PRESETS[cfg.preset], **cfg.model_overrides(), "image_size": size}
     yield from ViTConfig.problems_of(values, signs=False)
+
+
+PROBES = 6  # the fixed images a live run draws its rollout on (vitviz.training.live.probe_set)
+RUN_EXTRA_GB = 0.4  # a run's pictures and the heap's slack beside its step (see TrainConfig.peak_memory_gb)
 
 
 def _param_count(cfg: ViTConfig):

@@ -176,8 +176,9 @@ def render_snapshot(
     card = r.card
     x = normalize(probes_x.to(r.device), card.mean, card.std)
     logits, attn = I.forward_with_attention(r, x)  # in eval mode, the run's mode restored (models.loaded)
-    attn = torch.stack(attn, 1)  # (B, L, H, N, N)
-    roll = I.attention_rollout(attn.float().cpu())[:, 0, 1:]  # (B, P)
+    fused = torch.stack([a.float().mean(1, keepdim=True) for a in attn], 1)  # (B, L, 1, N, N): heads averaged
+    del attn  # each layer's heads, freed before the rollout: a run's estimate counts them once
+    roll = I.attention_rollout(fused.cpu())[:, 0, 1:]  # (B, P), the mean fusion's rollout
     g = card.config.grid_size
     pred = logits.argmax(-1).cpu()
     tiles, labels, colors = [], [], []
