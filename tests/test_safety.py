@@ -238,6 +238,13 @@ BAD = {  # (endpoint, arguments): strings, huge integers, zero and negative size
         dict(fusion=3),
         dict(target=[1, 2]),
         dict(model_key="../../x"),
+        dict(head=1e300),  # far out of range: refused with the true range, never echoed
+        dict(layer="١٢"),  # digits, but not ASCII ones
+        dict(patch="\x00"),
+        dict(model_key="a" * 3000),
+        dict(model_key="deit\x00"),
+        dict(target="\x00\x01cat"),
+        dict(fusion="m\nean"),
     ],
     "train": [
         dict(patch=0),
@@ -252,9 +259,26 @@ BAD = {  # (endpoint, arguments): strings, huge integers, zero and negative size
         dict(subset=-1),
         dict(time_budget=-1),
         dict(heads=0),
+        dict(time_budget="x"),
+        dict(time_budget="١٢٠"),
+        dict(epochs=1e300),
+        dict(seed="\x00"),
     ],
 }
-RAW_MESSAGES = ("Traceback", "invalid literal", "convert", "Overflow", "modulo", "NoneType", "object has no")
+RAW_MESSAGES = (
+    "Traceback",
+    "invalid literal",
+    "convert",
+    "Overflow",
+    "modulo",
+    "NoneType",
+    "object has no",
+    "not supported between",
+    "embedded null",
+    "HFValidation",
+    "Errno",
+    "0" * 25,  # a huge number echoed whole
+)
 
 
 def test_every_strange_value_gets_a_sentence_through_the_client(app):
