@@ -86,6 +86,11 @@ def test_a_timed_run_takes_no_step_past_its_budget_and_validates_what_fits():
     assert not clock.over()  # 20 + 5 < 30: one more step fits
     clock.stepped(30.0)
     assert clock.over()  # a step now takes about 10 s (its recent average): the next would end past 30 s
+    end = RunClock(cfg, step=0, batch=32)
+    end.t0 -= 20
+    end.stepped(5.0)
+    end.ended_epoch(6.0)
+    assert end.over()  # 20 s, a 5 s step and the run's end (as long as the last epoch's: 6 s) pass 30 s
     # 10 steps of 32 images in 20 s: 16 images/s trained, about 48/s forward; a tenth of the budget is 3 s
     assert clock.validation_cap(10) == pytest.approx(48 * 3, abs=2)
     assert clock.validation_cap(10, share=0.02) == pytest.approx(48 * 2, abs=2)  # 2 s at least

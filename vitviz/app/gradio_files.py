@@ -10,13 +10,14 @@ that are gone (killed without their cleanup) are deleted when the next app start
 
 Gradio copies every file a reply names into its cache and deletes copies only by age
 (VITVIZ_CACHE_MAX_AGE_S). Each /explain adds about 0.2 MB, so a busy public app would fill
-its disk long before an hour has passed. `SizeBound` checks the files this app's Blocks
-track every `VITVIZ_CACHE_CHECK_S` seconds (default 5) and, over `VITVIZ_CACHE_MAX_MB`
-(default 500), deletes the oldest until they take at most 80% of it: replies' copies first
-(a page shows its pictures as soon as its reply arrives, so the oldest copies are the ones
-nobody is waiting for), visitors' uploads only when that is not enough. `remove_all` deletes every
-tracked file: the app's normal exit (its own folders go with
-vitviz.runtime.scratch.remove_own, at the process's exit).
+its disk long before an hour has passed. The bound, `VITVIZ_CACHE_MAX_MB` (default 500), holds
+at every moment: `make_room` runs before each write (a reply's files and pictures, from
+vitviz.app.public.PublicBlocks.postprocess_data; an upload, from the `UploadRoom` middleware) and
+deletes the oldest tracked files until what is there, what writes under way reserved and the new
+bytes fit; `SizeBound` also checks every `VITVIZ_CACHE_CHECK_S` seconds (default 5). Replies'
+copies go first (a page shows its pictures as soon as its reply arrives, so the oldest copies are
+the ones nobody is waiting for), visitors' uploads only when that is not enough. `remove_all`
+deletes the files a Blocks cached for visitors when it closes.
 """
 
 from __future__ import annotations
@@ -239,9 +240,9 @@ class UploadRoom:
 
 
 class SizeBound:
-    """Keeps the Blocks' cached files under VITVIZ_CACHE_MAX_MB: room made before every write (`make_room`, from
-    the picture files and the upload middleware), and a daemon thread that checks every VITVIZ_CACHE_CHECK_S for
-    anything else."""
+    """Keeps the Blocks' cached files under VITVIZ_CACHE_MAX_MB: it counts them among the bounded ones that
+    `make_room` clears before every write, and a daemon thread checks every VITVIZ_CACHE_CHECK_S for anything
+    written otherwise."""
 
     def __init__(self, blocks):
         self.blocks = blocks

@@ -342,7 +342,9 @@ def train(
             meter.t += time.perf_counter() - handed  # the pictures drawn from it are not training time
         if run.step % batches.per_epoch == 0:
             run.epoch += 1
+            ending = time.perf_counter()
             yield from end_epoch(run.epoch, clock.elapsed())
+            clock.ended_epoch(time.perf_counter() - ending)
             if snapshots:
                 yield snapshot_event("epoch", run.step, run.epoch, p.shown)
             meter.rate()  # evaluation time is not training time
