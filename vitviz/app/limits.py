@@ -18,6 +18,9 @@ change it without a restart); the README lists them all.
     VITVIZ_MODEL_CACHE        8     models whose Model-tab summary is kept
     VITVIZ_TYPED_MODELS       2     timm models typed by name kept loaded besides the menu's
     VITVIZ_MAX_MAP_GFLOP      100   the most compute one occlusion map or one image's deletion curves may take
+
+The size of a model someone names, VITVIZ_MAX_MODEL_PARAMS (200 million), is read where models are
+loaded: vitviz.models.bound.
 """
 
 from __future__ import annotations
