@@ -35,6 +35,7 @@ import anyio
 import gradio as gr
 
 from vitviz.app import limits
+from vitviz.runtime import scratch
 
 _own: Path | None = None
 _own_lock = threading.Lock()
@@ -56,21 +57,11 @@ def own_folder() -> Path:
         return _own
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
-
-
 def _prune_gone(base: Path) -> None:
     """Delete the folders of vitviz processes that no longer run."""
     for folder in base.glob("vitviz-*-*"):
         found = OWN.match(folder.name)
-        if found and folder.is_dir() and int(found.group(1)) != os.getpid() and not _alive(int(found.group(1))):
+        if found and folder.is_dir() and int(found.group(1)) != os.getpid() and not scratch.alive(int(found.group(1))):
             shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -96,20 +96,10 @@ def settings(
     )
 
 
-def seconds(value: object) -> float | None:
-    """A budget typed in the form as seconds, or None where it is not a positive number (TrainConfig.parse
-    answers a strange value with a sentence later)."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if 0 < v < float("inf") else None
-
-
 def recipe(dataset: object, budget: object) -> dict:
     """The quick run's settings on this machine for the form's data set and budget (the default ones where
     either is not a value the form offers)."""
-    return live.quick_defaults(device(), seconds(budget), dataset if dataset in DATASETS else "cifar10")
+    return live.quick_defaults(device(), live.budget_seconds(budget), dataset if dataset in DATASETS else "cifar10")
 
 
 def follow_recipe(dataset: str, budget: object) -> tuple:

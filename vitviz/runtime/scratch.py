@@ -32,19 +32,22 @@ def keep_default() -> int:
     return max(1, int(os.environ.get("VITVIZ_KEEP_FOLDERS", "20")))
 
 
-def _others(folder: Path, kind: str) -> bool:
-    """Whether `folder` belongs to another vitviz process that still runs (its name carries the pid): another
-    app on this host prunes only its own folders and those of processes that are gone."""
-    pid, dash, _ = folder.name.removeprefix(f"vitviz-{kind}-").partition("-")
-    if not (dash and pid.isdigit()) or int(pid) in (0, os.getpid()):
-        return False
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs (one of another user counts as running)."""
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:
         return True
     return True
+
+
+def _others(folder: Path, kind: str) -> bool:
+    """Whether `folder` belongs to another vitviz process that still runs (its name carries the pid): another
+    app on this host prunes only its own folders and those of processes that are gone."""
+    pid, dash, _ = folder.name.removeprefix(f"vitviz-{kind}-").partition("-")
+    return bool(dash and pid.isdigit()) and int(pid) not in (0, os.getpid()) and alive(int(pid))
 
 
 def prune(kind: str, keep: int | None = None, where: str | Path | None = None) -> None:

@@ -112,8 +112,9 @@ QUICK_VAL_EVERY_S = 10  # a point on the validation curve this often (the first 
 QUICK_VAL_IMAGES = 256  # ... measured on this many held-out images; each epoch's end measures all of them
 
 
-def _seconds(value: object) -> float | None:
-    """A budget as a positive number of seconds, or None (TrainConfig.parse says what is wrong with it)."""
+def budget_seconds(value: object) -> float | None:
+    """A budget as a positive number of seconds, or None where it is not one, a string of non-ASCII digits
+    included (TrainConfig.parse says what is wrong with it later)."""
     try:
         v = float(value) if not isinstance(value, (bool, str)) or str(value).isascii() else math.nan
     except (TypeError, ValueError, OverflowError):
@@ -124,7 +125,7 @@ def _seconds(value: object) -> float | None:
 def run_config(device: torch.device, **settings) -> TrainConfig:
     """The config of a Train-tab run: the visitor's settings (validated: ConfigError with a sentence) over the
     quick defaults, with how often to report chosen for the hardware (a CPU reports more often: its steps are slow)."""
-    quick = quick_defaults(device, _seconds(settings.get("time_budget")), settings.get("dataset") or "cifar10")
+    quick = quick_defaults(device, budget_seconds(settings.get("time_budget")), settings.get("dataset") or "cifar10")
     cpu = device.type == "cpu"
     policy = dict(
         **{k: v for k, v in quick.items() if k not in settings},
