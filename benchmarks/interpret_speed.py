@@ -1,7 +1,7 @@
 """Speed of one explanation on the CPU: attention maps, rollout, gradient rollout and distances, then each
 map of vitviz.explain.methods on its own (LeGrad, occlusion, ...).
 
-    python benchmarks/interpret_speed.py [--repeats 30] [--vit-b-16] [--timm]
+    python benchmarks/interpret_speed.py [--repeats 30] [--vit-b-16] [--timm] [--words]
 
 Every map's target: a median under 50 ms per image with the shipped model, under 1.5 s
 with ViT-B/16. Occlusion's batched passes run in the precision measured faster for forward passes on
@@ -13,7 +13,10 @@ torchvision's ViT-B/16 (random weights: speed does not depend on them; target:
 median under 1.5 s on 2 CPU cores). With --timm, an Explore update (the analysis, then every
 picture of the page drawn) for timm's DeiT-S/16, and for DINOv2-S/14 with registers (no
 classifier: its features' pictures instead of the class ones); random weights, target 1.5 s
-each. Prints medians, and the ratio to the target.
+each. With --words, the same Explore update for CLIP ViT-B/16 and SigLIP 2 B/16 (transformers, at their
+full sizes, random weights written to a temporary folder and loaded through load_model("hf:<folder>"))
+with 10 labels; target 1.5 s each; and, apart, what a new list of 10 labels costs once (the text tower).
+Prints medians, and the ratio to the target.
 """
 
 from __future__ import annotations
@@ -50,7 +53,11 @@ def everything(model, x):
     """What the Explore view computes: one forward + backward, then rollout per layer and distances."""
     ex = I.attention_and_relevance(model, x)
     patch = vitviz.card_of(model).config.patch_size
-    return ex, I.attention_rollout(ex["attn"], all_layers=True), I.mean_attention_distance(ex["attn"], patch)
+    return (
+        ex,
+        I.attention_rollout(ex["attn"], all_layers=True),
+        I.mean_attention_distance(ex["attn"], patch, prefix=model),
+    )
 
 
 def explore_update(model, pixels):
@@ -77,12 +84,84 @@ def timm_figures(img, repeats: int):
         print(f"{what} median {t:.2f} s; target 1.5 s = {t / 1.5:.2f}x")
 
 
+WORDS = {  # the full-size towers: (kind, vision, text); SigLIP 2 B/16's text tower has a 256k-token vocabulary
+    "CLIP ViT-B/16": (
+        "clip",
+        dict(
+            hidden_size=768,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            image_size=224,
+            patch_size=16,
+            intermediate_size=3072,
+        ),
+        dict(
+            vocab_size=49408,
+            hidden_size=512,
+            num_hidden_layers=12,
+            num_attention_heads=8,
+            intermediate_size=2048,
+            max_position_embeddings=77,
+        ),
+    ),
+    "SigLIP 2 B/16": (
+        "siglip",
+        dict(
+            hidden_size=768,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            image_size=224,
+            patch_size=16,
+            intermediate_size=3072,
+        ),
+        dict(
+            vocab_size=256000,
+            hidden_size=768,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            intermediate_size=3072,
+            max_position_embeddings=64,
+        ),
+    ),
+}
+LABELS = "cat, dog, bird, car, airplane, ship, horse, truck, frog, deer"
+
+
+def words_figures(img, repeats: int):
+    """CLIP and SigLIP 2 at full size: an Explore update with 10 labels, and a new label list's text pass."""
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from hf_cache import save
+
+    from vitviz.models.words import with_labels
+    from vitviz.pictures import explanation as views
+
+    for name, (kind, vision, text) in WORDS.items():
+        with tempfile.TemporaryDirectory() as folder:
+            base = vitviz.load_model(f"hf:{save(Path(folder) / kind, kind, vision=vision, text=text)}", max_params=None)
+        model = with_labels(base, LABELS)
+        pixels = views.image_to_pixels(model, img)
+        t = time_it(lambda: explore_update(model, pixels), repeats)
+        print(
+            f"{name} (transformers) 224x224 Explore update with 10 labels: median {t:.2f} s; target 1.5 s = "
+            f"{t / 1.5:.2f}x"
+        )
+        lists = iter(f"{LABELS}, extra {i}" for i in range(100))
+        tt = time_it(lambda: with_labels(base, next(lists)), max(3, repeats // 2))
+        print(f"{name} a new list of 11 labels through the text tower, once per list: median {tt:.2f} s")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--vit-b-16", action="store_true")
     p.add_argument("--timm", action="store_true", help="only the timm figures")
+    p.add_argument("--words", action="store_true", help="only CLIP's and SigLIP 2's figures")
     a = p.parse_args()
+    if a.words:
+        words_figures(Image.open(gallery.items("cifar10")[3][0]), max(3, a.repeats // 6))
+        return
     if a.timm:
         timm_figures(Image.open(gallery.items("cifar10")[3][0]), max(3, a.repeats // 6))
         return
@@ -95,11 +174,13 @@ def main():
         "attention maps": lambda: I.attention_maps(model, x),
         "rollout (mean, discard 0.9, all layers)": lambda: I.attention_rollout(attn, "mean", 0.9, all_layers=True),
         "gradient rollout": lambda: I.gradient_rollout(model, x),
-        "mean attention distance": lambda: I.mean_attention_distance(attn, vitviz.card_of(model).config.patch_size),
+        "mean attention distance": lambda: I.mean_attention_distance(
+            attn, vitviz.card_of(model).config.patch_size, prefix=model
+        ),
         "all four, separately": lambda: (
             I.attention_rollout(I.attention_maps(model, x)),
             I.gradient_rollout(model, x),
-            I.mean_attention_distance(attn, 4),
+            I.mean_attention_distance(attn, 4, prefix=1),
         ),
         "all four, one pass (attention_and_relevance + rollout + distance)": lambda: everything(model, x),
     }

@@ -140,6 +140,8 @@ def test_page_update_sends_only_what_changed_and_says_errors_beside_their_contro
                     smooth=True,
                     shared=False,
                     method="gradient rollout",
+                    labels=None,
+                    template=None,
                 ),
                 **kw,
             }[k]

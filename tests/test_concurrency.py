@@ -8,13 +8,12 @@ pixel for pixel and the texts letter for letter.
 
 import random
 import threading
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import canonical
 from PIL import Image
 
 from vitviz.app import compare_tab as compare
@@ -62,28 +61,6 @@ def shared_torchvision():
         models.MODELS._models.pop("vit_b_16", None)
     else:
         models.MODELS._models["vit_b_16"] = old
-
-
-def canonical(value):
-    """A reply in a form that compares exactly: image files as their pixels, zips as their members' bytes."""
-    if isinstance(value, (list, tuple)):
-        return [canonical(v) for v in value]
-    if isinstance(value, dict):
-        return {k: canonical(v) for k, v in sorted(value.items())}
-    if isinstance(value, np.ndarray):
-        return ("array", value.shape, value.tobytes())
-    if isinstance(value, torch.Tensor):
-        return canonical(value.numpy())
-    if isinstance(value, str) and value.startswith("/") and Path(value).is_file():
-        if value.endswith(".zip"):
-            with zipfile.ZipFile(value) as z:
-                return {n: z.read(n) for n in sorted(z.namelist())}
-        if value.endswith(".npy"):
-            return canonical(np.load(value))
-        return canonical(np.asarray(Image.open(value)))
-    if hasattr(value, "value") and hasattr(value, "__dict__"):  # a gr.update or a component value
-        return repr(value)
-    return value
 
 
 def calls(tv_key: str) -> list[tuple[str, callable]]:

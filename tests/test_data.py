@@ -9,6 +9,7 @@ from PIL import Image
 
 from vitviz import preprocess
 from vitviz.data import datasets as D
+from vitviz.data import images as I
 
 
 def test_load_zip_layout(tmp_path, monkeypatch):
@@ -81,7 +82,7 @@ def test_preprocess_any_mode(mode):
 
 def test_preprocess_16bit_scaled():
     im = Image.fromarray(np.full((40, 40), 65535, dtype=np.uint16))
-    px = D.to_pixels(im, 32, 3)
+    px = I.to_pixels(im, 32, 3)
     assert px.min() == 255
 
 
@@ -92,7 +93,7 @@ def test_exif_orientation_applied():
     exif[0x0112] = 6  # rotate 90 CW on display
     buf = io.BytesIO()
     im.save(buf, format="JPEG", exif=exif)
-    px = D.to_pixels(D.open_image(buf.getvalue()), 32, 3)
+    px = I.to_pixels(I.open_image(buf.getvalue()), 32, 3)
     # displayed upright the photo is 32 wide and 64 tall, its white half on top
     assert px.shape == (32, 32, 3)
     assert px[:8].mean() > 200 and px[-8:].mean() < 50
@@ -100,10 +101,10 @@ def test_exif_orientation_applied():
 
 def test_bad_images():
     with pytest.raises(ValueError):
-        D.open_image(b"not an image at all")
+        I.open_image(b"not an image at all")
     with pytest.raises(ValueError):
-        D.to_pixels("nope", 32, 3)
-    one = D.to_pixels(Image.new("RGB", (1, 1), (10, 20, 30)), 32, 3)
+        I.to_pixels("nope", 32, 3)
+    one = I.to_pixels(Image.new("RGB", (1, 1), (10, 20, 30)), 32, 3)
     assert one.shape == (32, 32, 3) and (one == [10, 20, 30]).all()
 
 
@@ -111,15 +112,15 @@ def test_animated_first_frame():
     frames = [Image.new("RGB", (20, 20), c) for c in [(255, 0, 0), (0, 255, 0)]]
     buf = io.BytesIO()
     frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:])
-    im = D.open_image(buf.getvalue())
-    px = D.to_pixels(im, 32, 3)
+    im = I.open_image(buf.getvalue())
+    px = I.to_pixels(im, 32, 3)
     assert px[..., 0].mean() > 200 and px[..., 1].mean() < 50
 
 
 def test_mnist_inverts_dark_on_light():
     im = Image.new("L", (28, 28), 255)
     im.paste(0, (10, 4, 16, 24))
-    px = D.to_pixels(im, 28, 1, invert_light=True)
+    px = I.to_pixels(im, 28, 1, invert_light=True)
     assert px[0, 0, 0] == 0 and px[14, 13, 0] == 255
 
 
@@ -159,5 +160,5 @@ def test_an_unreadable_image_is_said_in_words_not_an_exception_name(tmp_path):
     cases = {b"this is not a picture at all": "not a picture format", cut: "damaged or cut short"}
     for data, words in cases.items():
         with pytest.raises(ValueError) as e:
-            D.open_image(data)
+            I.open_image(data)
         assert words in str(e.value) and "Error" not in str(e.value), str(e.value)

@@ -97,7 +97,7 @@ def test_gradient_rollout_one_layer_by_hand():
     # y = sum(A * W) so dy/dA = W
     W = torch.tensor([[1.0, -2.0, 3.0], [0.5, 0.5, -1.0], [0.0, 2.0, 1.0]])
     grads = torch.autograd.grad((A * W).sum(), [A])
-    rel = I._relevance([A.view(1, 1, 3, 3)], (grads[0].view(1, 1, 3, 3),))
+    rel = I._rolled([A.view(1, 1, 3, 3)], (grads[0].view(1, 1, 3, 3),))[:, 0, 1:]
     a_bar = (W * A).clamp(min=0)
     expected = (torch.eye(3) + a_bar)[0, 1:]
     torch.testing.assert_close(rel[0], expected.detach())
@@ -106,11 +106,11 @@ def test_gradient_rollout_one_layer_by_hand():
 def test_mean_attention_distance_uniform_and_identity():
     N = 65
     uniform = torch.full((1, 1, 1, N, N), 1.0 / N)
-    d = I.mean_attention_distance(uniform, patch_size=4)
+    d = I.mean_attention_distance(uniform, patch_size=4, prefix=1)
     assert d.shape == (1, 1)
     assert abs(d.item() - 16.55) < 0.01
     ident = torch.eye(N).view(1, 1, 1, N, N)
-    assert I.mean_attention_distance(ident, 4).item() == pytest.approx(0.0, abs=1e-6)
+    assert I.mean_attention_distance(ident, 4, prefix=1).item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_pos_embed_similarity(tiny_model):
@@ -145,7 +145,7 @@ def test_bad_arguments(tiny_model):
     with pytest.raises(ValueError):
         I.gradient_rollout(tiny_model, torch.randn(1, 3, 32, 32), target=10)
     with pytest.raises(ValueError):
-        I.patch_attention(rand_attn(), 16)
+        I.patch_attention(rand_attn(), 16, prefix=1)
 
 
 def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model):

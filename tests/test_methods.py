@@ -148,9 +148,9 @@ def test_norm_outliers_name_the_high_norm_tokens():
     norms[:, 0] = 99.0  # CLS is never flagged
     norms[2, 1 + 12] = 40.0
     norms[1, 1 + 5] = 24.0
-    got = I.norm_outliers(norms)
+    got = I.norm_outliers(norms, prefix=1)
     assert got == [(2, 12, 4.0)]
-    found = I.norm_outliers(norms, ratio=2.0)
+    found = I.norm_outliers(norms, ratio=2.0, prefix=1)
     assert [f[:2] for f in found] == [(2, 12), (1, 5)] and found[1][2] == pytest.approx(2.4)
 
 
@@ -161,7 +161,7 @@ def test_legrad_is_ahead_of_random_on_deletion_with_the_shipped_model():
 
     import vitviz
     from vitviz.data import gallery
-    from vitviz.data.datasets import pixels_to_tensor
+    from vitviz.data.images import pixels_to_tensor
     from vitviz.pictures.explanation import image_to_pixels
 
     model = vitviz.load_model()

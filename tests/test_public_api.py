@@ -83,8 +83,8 @@ def test_malformed_calls_get_sentences(app):
     img = uploaded(url)
     cases = {
         "a bare string for the image": (rest(url, "explain", EXPLAIN("cat.png")), "'image' must be a file"),
-        "too few values": (rest(url, "explain", EXPLAIN(img)[:3]), "/explain takes 12 value(s)"),
-        "too many values": (rest(url, "explain", EXPLAIN(img) + [1, 2]), "/explain takes 12 value(s)"),
+        "too few values": (rest(url, "explain", EXPLAIN(img)[:3]), "/explain takes 14 value(s)"),
+        "too many values": (rest(url, "explain", EXPLAIN(img) + [1, 2, 3, 4]), "/explain takes 14 value(s)"),
         "/train one short": (rest(url, "train", ["cifar10"] * 12), "/train takes 13 value(s)"),
     }
     for what, (text, want) in cases.items():

@@ -11,7 +11,7 @@ from vitviz.app import limits, removal_tab
 from vitviz.app import menu as models
 from vitviz.app.visitor import Visitor
 from vitviz.data import gallery
-from vitviz.data.datasets import pixels_to_tensor
+from vitviz.data.images import pixels_to_tensor
 from vitviz.explain import methods
 from vitviz.pictures import removal
 
@@ -20,7 +20,7 @@ EXAMPLE = {"path": gallery.items("cifar10")[3][0]}
 
 def test_hiding_the_top_k_of_a_map_and_clicking_a_patch():
     v = Visitor()
-    rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v)
+    rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, state=v)
     s = v.removal.result
     want = set(s.maps["LeGrad"].argsort(descending=True)[:5].tolist())
     assert rv.hidden == want and rv.summary.startswith("**5 of 64 patches hidden.**")
@@ -31,22 +31,22 @@ def test_hiding_the_top_k_of_a_map_and_clicking_a_patch():
         p = model(methods.hide(model, s.x, mask)).softmax(-1)[0]
     assert max(rv.top5.values()) == pytest.approx(float(p.max()), abs=1e-6)
     free, top = min(set(range(64)) - want), min(want)
-    rv2, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free)
+    rv2, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, state=v, toggle=free)
     assert rv2.hidden == want | {free} and rv2.summary.startswith("**6 of 64") and "1 more you clicked" in rv2.summary
-    rv3, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=top)  # one of the top 5 clicked back
+    rv3, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, state=v, toggle=top)  # one of the top 5 clicked back
     assert rv3.hidden == (want - {top}) | {free} and "1 of the top 5 clicked back" in rv3.summary
     ten = set(s.maps["LeGrad"].argsort(descending=True)[:10].tolist())
-    rv4, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 10, v)  # the slider moves: the clicks stay on top
+    rv4, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 10, state=v)  # the slider moves: the clicks stay on top
     assert rv4.hidden == ten ^ {free, top}
-    _, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=free)
-    rv5, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, v, toggle=top)
+    _, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, state=v, toggle=free)
+    rv5, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 5, state=v, toggle=top)
     assert rv5.hidden == want  # a second click undoes each
     assert not np.array_equal(rv.picture, rv2.picture)
 
 
 def test_the_curves_are_the_maps_own_deletion_curves():
     v = Visitor()
-    removal_tab.view(EXAMPLE, "cifar10", "occlusion", 0, v)
+    removal_tab.view(EXAMPLE, "cifar10", "occlusion", 0, state=v)
     s = v.removal.result
     model = models.resolve_model("cifar10")
     t = torch.tensor([s.target])
@@ -60,20 +60,20 @@ def test_the_curves_are_the_maps_own_deletion_curves():
 def test_bad_input_to_the_tab_gets_a_sentence():
     with pytest.raises(gr.Error, match="The ranking must be one of"):
         removal_tab.removal_api(EXAMPLE, "cifar10", "saliency", 3)
-    out = removal_tab.ranked(EXAMPLE, "cifar10", "LeGrad", "lots", Visitor())
+    out = removal_tab.ranked(EXAMPLE, "cifar10", "LeGrad", "lots", None, None, Visitor())
     assert out[-1].startswith("⚠️ The number of patches")
-    out = removal_tab.ranked(None, "cifar10", "LeGrad", 3, Visitor())
+    out = removal_tab.ranked(None, "cifar10", "LeGrad", 3, None, None, Visitor())
     assert out[-1].startswith("⚠️") and "Traceback" not in out[-1]
 
 
 def test_a_model_over_the_budget_gets_cheap_maps_and_a_sentence(monkeypatch):
     monkeypatch.setenv("VITVIZ_MAX_MAP_GFLOP", "1")  # the shipped model's study takes about 42
     v = Visitor()
-    rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 3, v)
+    rv, v = removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 3, state=v)
     s = v.removal.result
     assert "occlusion" not in s.maps and not s.curves and len(rv.hidden) == 3
     with pytest.raises(gr.Error, match="VITVIZ_MAX_MAP_GFLOP"):
-        removal_tab.view(EXAMPLE, "cifar10", "occlusion", 3, Visitor())
+        removal_tab.view(EXAMPLE, "cifar10", "occlusion", 3, state=Visitor())
     out = explore.explain_page(
         EXAMPLE, "cifar10", "mean", 0.0, "predicted class", 6, 1, -1, 0.6, True, False, "occlusion", Visitor()
     )
@@ -135,10 +135,10 @@ def test_the_randomised_models_are_the_shipped_one_with_random_weights():
 
 def test_the_tab_follows_the_image_only_while_it_is_looked_at():
     v = Visitor()
-    closed = removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, v)
+    closed = removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, None, None, v)
     assert closed[0].get("__type__") == "update" and v.removal.result is None  # nothing computed while closed
-    opened = removal_tab.open_tab(EXAMPLE, "cifar10", "LeGrad", 3, v)
+    opened = removal_tab.open_tab(EXAMPLE, "cifar10", "LeGrad", 3, None, None, v)
     assert isinstance(opened[0], np.ndarray) and v.crossing.looking == "take-away"
     assert "3 of 64 patches hidden" in opened[4]
     models.look_at("compare")(v)
-    assert removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, v)[0].get("__type__") == "update"
+    assert removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, None, None, v)[0].get("__type__") == "update"

@@ -39,8 +39,11 @@ def test_front_matter_and_requirements(folder):
     assert fm["sdk"] == "gradio" and fm["sdk_version"] == gradio.__version__ and (out / fm["app_file"]).is_file()
     assert fm["python_version"] == {"cpu": "3.11", "zerogpu": "3.12"}[hardware]
     assert "timm/deit_small_patch16_224.fb_in1k model.safetensors" in fm["preload_from_hub"]
+    clip = next(p for p in fm["preload_from_hub"] if p.startswith("openai/clip-vit-base-patch16 "))
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(clip.split(" ")[1].split(","))
+    assert any(p.startswith("google/siglip2-base-patch16-224 ") for p in fm["preload_from_hub"])
     reqs = (out / "requirements.txt").read_text().split()
-    assert f"gradio=={gradio.__version__}" in reqs and "timm==1.0.31" in reqs
+    assert f"gradio=={gradio.__version__}" in reqs and "timm==1.0.31" in reqs and "transformers==5.23.0" in reqs
     if hardware == "zerogpu":
         assert {"torch==2.11.0", "torchvision==0.26.0", "spaces"} <= set(reqs)
     else:

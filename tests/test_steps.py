@@ -115,26 +115,28 @@ def test_the_lens_sentence_says_where_the_prediction_locks_in():
 
 
 def test_the_steps_handler_and_its_errors():
-    out = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 21, Visitor())
+    out = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 21, None, None, Visitor())
     assert len(out) == len(steps.STEP_NAMES) + 3 and out[-2] == "" and "patch 21" in out[-1] and "block 3" in out[-1]
     names = steps.STEP_NAMES
     assert "After block 3" in out[names.index("block_text")]
-    bad = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 99, Visitor())
+    bad = steps_tab.step_page({"path": EXAMPLE}, "cifar10", 3, 99, None, None, Visitor())
     assert "Token 99" in bad[-2]
 
 
 def test_the_tab_follows_the_image_only_while_it_is_open():
     v = Visitor()
-    closed = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, v)
+    closed = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, None, None, v)
     assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in closed[: len(steps.STEP_NAMES)])
-    opened = steps_tab.open_tab({"path": EXAMPLE}, "cifar10", 1, -1, v)
+    opened = steps_tab.open_tab({"path": EXAMPLE}, "cifar10", 1, -1, None, None, v)
     assert isinstance(opened[0], str) and v.crossing.looking == "steps"  # drawn: a picture file
     other = gallery.items("cifar10")[5][0]
-    moved = steps_tab.follow({"path": other}, "cifar10", 1, -1, v)
+    moved = steps_tab.follow({"path": other}, "cifar10", 1, -1, None, None, v)
     assert isinstance(moved[steps.STEP_NAMES.index("input")], str)  # a new image, redrawn while open
     models.look_at("explore")(v)
     assert v.crossing.looking == "explore"
-    left = steps_tab.follow({"path": EXAMPLE}, "cifar10", 1, -1, v)  # another tab is looked at: nothing sent
+    left = steps_tab.follow(
+        {"path": EXAMPLE}, "cifar10", 1, -1, None, None, v
+    )  # another tab is looked at: nothing sent
     assert all(isinstance(o, dict) and o.get("__type__") == "update" for o in left[: len(steps.STEP_NAMES)])
 
 
@@ -142,7 +144,7 @@ def test_the_explore_view_draws_the_same_logit_lens_from_its_own_forward_pass():
     model = load_model("cifar10")
     pixels = views.image_to_pixels(model, Image.open(EXAMPLE))
     ex = views.analyse(model, pixels)
-    x = vitviz.data.datasets.pixels_to_tensor(pixels, model.card.mean, model.card.std)
+    x = vitviz.data.images.pixels_to_tensor(pixels, model.card.mean, model.card.std)
     torch.testing.assert_close(ex.lens, I.logit_lens(model, x)[0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(ex.lens[-1], ex.probs, atol=1e-5, rtol=1e-4)
 
@@ -151,7 +153,7 @@ def test_a_click_on_any_stage_picks_the_token_under_it():
     v = Visitor()
     model = models.resolve_model("cifar10")
     cfg, K = model.card.config, model.layout.num_prefix
-    view, _, v = steps_tab.step_view({"path": EXAMPLE}, "cifar10", 2, -1, v)
+    view, _, v = steps_tab.step_view({"path": EXAMPLE}, "cifar10", 2, -1, state=v)
     for name in steps_tab.CLICKABLE:
         assert view.spots[name], name
         picture = getattr(view, name)
@@ -159,7 +161,7 @@ def test_a_click_on_any_stage_picks_the_token_under_it():
             assert 0 <= spot.x and spot.x + spot.cw * spot.cols <= picture.shape[1] + 1, (name, spot)
             assert 0 <= spot.y and spot.y + spot.ch * spot.rows <= picture.shape[0] + 1, (name, spot)
             assert 0 <= spot.first and spot.first + spot.count <= K + cfg.num_patches
-    pick = lambda name, x, y: steps_tab.picker(name)({"path": EXAMPLE}, "cifar10", 2, -1, v, Evt([x, y]))  # noqa
+    pick = lambda name, x, y: steps_tab.picker(name)({"path": EXAMPLE}, "cifar10", 2, -1, None, None, v, Evt([x, y]))  # noqa
     s = view.spots["input"][0]  # stage 1's grid: row 2, column 5 is patch 21; the CLS tile is -1
     assert pick("input", s.x + 5.5 * s.cw, s.y + 2.5 * s.ch) == 21
     cls = view.spots["input"][1]
@@ -173,5 +175,5 @@ def test_a_click_on_any_stage_picks_the_token_under_it():
         assert pick("block", s.x + 1.5 * s.cw, s.y + 3.5 * s.ch) == 3 * cfg.grid_size + 1
     assert skipped(pick("block", 0, 0))  # the title: no token
     # the attention tile really is where the spot says: the selected patch's own overlay differs from its neighbour
-    after, _, v = steps_tab.step_view({"path": EXAMPLE}, "cifar10", 2, 25, v)
+    after, _, v = steps_tab.step_view({"path": EXAMPLE}, "cifar10", 2, 25, state=v)
     assert not np.array_equal(after.input, view.input)

@@ -66,7 +66,7 @@ def test_every_interpret_function_accepts_it(vit, x):
     assert I.attention_rollout(attn, "max", 0.5).shape == (1, 197, 197)
     rel = I.gradient_rollout(vit, x, target=3)
     assert rel.shape == (1, 196) and (rel >= 0).all()
-    d = I.mean_attention_distance(attn, 16)
+    d = I.mean_attention_distance(attn, 16, prefix=1)
     assert d.shape == (12, 12) and (d > 0).all() and (d < 224 * 1.5).all()
     s = I.pos_embed_similarity(vit)
     assert s.shape == (196, 196)

@@ -40,10 +40,13 @@ def _requirements(hardware: str) -> str:
 
 
 def preloaded() -> list[str]:
-    """The Hub repositories of the model menu's timm entries: a Space downloads them when it is built."""
+    """The model menu's Hub entries as `preload_from_hub` lines ("<repository> <files>"): a Space downloads them
+    when it is built (timm's weights; a transformers model's config, weights, processor and tokenizer)."""
     from vitviz.app.menu import SHARED
+    from vitviz.models.hf_vit import HUB_FILES
 
-    return [key for key in SHARED if key.startswith("timm/")]
+    timm = [f"{key} model.safetensors" for key in SHARED if key.startswith("timm/")]
+    return timm + [f"{key.removeprefix('hf:')} {','.join(HUB_FILES)}" for key in SHARED if key.startswith("hf:")]
 
 
 def _readme(hardware: str) -> str:
@@ -62,7 +65,7 @@ def _readme(hardware: str) -> str:
         "license": "mit",
         "short_description": "See how a Vision Transformer sees",
     }
-    preload = [f"  - {key} model.safetensors" for key in preloaded()]  # the menu's timm weights, there at boot
+    preload = [f"  - {line}" for line in preloaded()]  # the menu's Hub weights, there at boot
     lines = (
         ["---"]
         + [f"{k}: {v}" for k, v in front.items()]

@@ -21,7 +21,7 @@ from vitviz.app.activity import ACTIVITY
 from vitviz.app.handlers import Outputs, follow_image, follower, warning
 from vitviz.app.inputs import FUSIONS, PREDICTED, ImagePayload, choice, number, pixels_for
 from vitviz.app.limits import method_refusal
-from vitviz.app.menu import SHARED, model_choices, resolve_model, title_of, typed_key
+from vitviz.app.menu import SHARED, in_words, model_choices, resolve_model, title_of, typed_key
 from vitviz.app.visitor import Visitor, visitor
 from vitviz.app.widgets import pic
 from vitviz.data.datasets import DATASETS
@@ -35,11 +35,12 @@ SIDE = ("top5", "rollout", "class_map", "rollout_strip")  # the pictures.Explore
 
 
 def one_side(
-    image: ImagePayload, key: str, o: pictures.Options, target: str | None, state: Visitor | None
+    image: ImagePayload, key: str, o: pictures.Options, target: str | None, words: tuple, state: Visitor | None
 ) -> tuple[list, str]:
-    """(the side's outputs, "" or what it explains instead of `target`) or (Nones, why it could not be drawn)."""
+    """(the side's outputs, "" or what it explains instead of `target`) or (Nones, why it could not be drawn).
+    `words`: (labels, prompt) for a model scored in words."""
     try:
-        model = resolve_model(key, state)
+        model = in_words(resolve_model(key, state), *words)
         too_costly = method_refusal(o.method, model.card.config)
         if too_costly:
             raise gr.Error(too_costly)
@@ -69,11 +70,14 @@ def compare(
     discard: float = 0.0,
     method: str = DEFAULT_CLASS_MAP,
     target: str | None = PREDICTED,
+    labels: str | None = None,
+    template: str | None = None,
     state: Visitor | None = None,
 ) -> tuple:
     """(left top 5, rollout, class map (`method`: gradient rollout, LeGrad or occlusion) for `target` (a class
-    name; a side without that class explains its predicted one), rollout by layer, then the same for the
-    right, then the left and right notes: empty, or why that side could not be drawn or what it explains)."""
+    name, or a label; a side without it explains its predicted one), rollout by layer, then the same for the
+    right, then the left and right notes: empty, or why that side could not be drawn or what it explains).
+    `labels` and `template`: the words a CLIP or SigLIP side scores (a model with fixed classes ignores them)."""
     o = pictures.Options(
         fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0),
@@ -81,7 +85,8 @@ def compare(
     )
     target = target if isinstance(target, str) else None
     with ACTIVITY:
-        (a, note_a), (b, note_b) = (one_side(image, key, o, target, state) for key in (model_a, model_b))
+        words = (labels, template)
+        (a, note_a), (b, note_b) = (one_side(image, key, o, target, words, state) for key in (model_a, model_b))
     sides = {**{f"{n}_a": value for n, value in zip(SIDE, a)}, **{f"{n}_b": value for n, value in zip(SIDE, b)}}
     return API.reply(**sides, note_a=note_a, note_b=note_b)
 
@@ -193,22 +198,24 @@ def build() -> dict:
     return c
 
 
-def class_choices(model_a: str, model_b: str, state: Visitor | None) -> dict:
-    """The class menu for both sides: the left model's classes, then the right's that the left lacks."""
+def class_choices(
+    model_a: str, model_b: str, state: Visitor | None, labels: str | None = None, template: str | None = None
+) -> dict:
+    """The class menu for both sides: the left model's classes (or labels), then the right's that the left lacks."""
     names: list[str] = []
     for key in (model_a, model_b):
         try:
-            names += [n for n in resolve_model(key, state).card.classes if n not in names]
+            names += [n for n in in_words(resolve_model(key, state), labels, template).card.classes if n not in names]
         except gr.Error:
             continue
     return gr.update(choices=[PREDICTED] + names)
 
 
-def wire(c: dict, shell: Shell, image: gr.Image, tab: gr.Tab) -> dict:
-    """Compare's events: drawn from the Explore image (`image`) while looked at; the two menus set to a pair
-    that fits a new model; the class and options shared with Explore (the shell mirrors them). Returns the event
-    settings that redraw it while it is looked at."""
-    inputs = [image, c["a"], c["b"], c["fusion"], c["discard"], c["method"], c["target"], shell.state]
+def wire(c: dict, shell: Shell, image: gr.Image, tab: gr.Tab, words: tuple) -> dict:
+    """Compare's events: drawn from the Explore image (`image`) and labels (`words`: Explore's labels and prompt
+    boxes) while looked at; the two menus set to a pair that fits a new model; the class and options shared with
+    Explore (the shell mirrors them). Returns the event settings that redraw it while it is looked at."""
+    inputs = [image, c["a"], c["b"], c["fusion"], c["discard"], c["method"], c["target"], *words, shell.state]
     c["go"].click(
         compare,
         inputs,
@@ -221,7 +228,7 @@ def wire(c: dict, shell: Shell, image: gr.Image, tab: gr.Tab) -> dict:
     fit = dict(fn=pair_choices, inputs=[shell.model_dd, shell.state], outputs=[c["a"], c["b"]])
     page = follow_image(tab, image, shell, redraw, open_tab, follow, fit)
     for k in ("a", "b"):
-        c[k].change(class_choices, [c["a"], c["b"], shell.state], c["target"], api_visibility="private")
+        c[k].change(class_choices, [c["a"], c["b"], shell.state, *words], c["target"], api_visibility="private")
     for k in ("a", "b", "fusion", "method", "target"):
         c[k].change(**{**page, "fn": follow})
     c["discard"].release(**{**page, "fn": follow})

@@ -20,6 +20,7 @@ import gradio as gr
 import numpy as np
 import torch
 
+from vitviz.app import switch
 from vitviz.app.activity import ACTIVITY
 from vitviz.app.choices import examples_default
 from vitviz.app.handlers import Outputs, endpoint, pictures_reply, same_parameters_as, warning
@@ -36,20 +37,22 @@ from vitviz.app.inputs import (
     token_index,
 )
 from vitviz.app.limits import method_refusal
-from vitviz.app.menu import resolve_model
+from vitviz.app.menu import in_words, resolve_model
 from vitviz.app.switch import GALLERY_LABELS
 from vitviz.app.visitor import DEFAULT_EXAMPLE, image_key, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.data import gallery
-from vitviz.data.datasets import DATASETS, pixels_to_tensor
+from vitviz.data.datasets import DATASETS
+from vitviz.data.images import pixels_to_tensor
 from vitviz.explain import interpret as I
 from vitviz.explain.methods import CLASS_MAPS, DEFAULT_CLASS_MAP, METHODS
 from vitviz.models.loaded import LoadedViT
+from vitviz.models.words import DEFAULT_LABELS, DEFAULT_TEMPLATE
 from vitviz.pictures import explanation as views
 from vitviz.pictures import explore as pictures
 from vitviz.runtime import scratch
 
-OPTIONS = ("fusion", "discard", "target", "layer", "head", "patch", "alpha", "smooth", "shared", "method")
+OPTIONS = tuple("fusion discard target layer head patch alpha smooth shared method labels template".split())
 NOTES = ("image_note", "target_note", "patch_note")
 METHOD = DEFAULT_CLASS_MAP
 
@@ -67,12 +70,16 @@ def explore_view(
     smooth: bool = True,
     shared: bool = False,
     method: str = METHOD,
+    labels: str | None = None,
+    template: str | None = None,
     state: Visitor | None = None,
 ) -> tuple[pictures.ExploreView, set[str], views.Explanation, Visitor]:
-    """(ExploreView, the names of the pictures drawn now, Explanation, visitor) for one image and options."""
+    """(ExploreView, the names of the pictures drawn now, Explanation, visitor) for one image and options.
+    `labels` (comma-separated) and `template` ("a photo of a {}."): the classes in words of a model with a text
+    tower (CLIP, SigLIP); a model with fixed classes ignores them."""
     with ACTIVITY:
         v = visitor(state)
-        model = resolve_model(model_key, v)
+        model = in_words(resolve_model(model_key, v), labels, template)
         o, clamped = _options(model, fusion, discard, layer, head, patch, alpha, smooth, shared, method)
         too_costly = method_refusal(o.method, model.card.config)
         if too_costly:
@@ -162,7 +169,7 @@ def predict(image: ImagePayload, model_key: str = "cifar10", state: Visitor | No
         model = resolve_model(model_key, state)
         card = model.card
         pixels = pixels_for(model, image)
-        probs = model(pixels_to_tensor(pixels, card.mean, card.std))[0].float().softmax(-1)
+        probs = model.probabilities(model(pixels_to_tensor(pixels, card.mean, card.std))[0].float())
     return views.top_k(model, probs)
 
 
@@ -240,7 +247,26 @@ def build() -> dict:
                     elem_id="target",
                     min_width=140,
                 )
-            c["target_note"] = gr.Markdown(elem_classes=["vv-note"])
+            with gr.Row(elem_id="label-words"):  # a model with a text tower: its classes are these words
+                c["labels"] = gr.Textbox(
+                    ", ".join(DEFAULT_LABELS),
+                    label="Labels, comma-separated (press Enter)",
+                    visible=False,
+                    max_lines=2,
+                    elem_id="labels",
+                    min_width=200,
+                    scale=3,
+                )
+                c["template"] = gr.Textbox(
+                    DEFAULT_TEMPLATE,
+                    label="Prompt ({} is the label)",
+                    visible=False,
+                    max_lines=1,
+                    elem_id="template",
+                    min_width=140,
+                    scale=2,
+                )
+            c["target_note"] = gr.Markdown(elem_classes=["vv-note"], elem_id="target-note")
             with gr.Row(elem_id="display-options"):  # beside the maps they change
                 c["alpha"] = gr.Slider(
                     0.0, 1.0, value=0.6, step=0.05, label="Every map: opacity", min_width=140, elem_id="alpha"
@@ -334,6 +360,13 @@ def wire(c: dict, shell: Shell) -> dict:
     endpoint(c["api_explain"], explain, inputs, API.components(c), "explain", about)
     for k in ("fusion", "target", "layer", "head", "patch", "smooth", "shared", "method"):
         c[k].change(**page, trigger_mode="always_last")
+    for k in ("labels", "template"):  # new words: the class menu lists them, then every picture is drawn again
+        c[k].submit(
+            switch.words_changed,
+            [shell.model_dd, c["labels"], c["template"], c["target"], shell.state],
+            [c["target"], c["top5"], c["target_note"]],
+            api_visibility="private",
+        ).then(**page)
     for k in ("discard", "alpha"):
         c[k].release(**page)
     c["image"].change(**page)

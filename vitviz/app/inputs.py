@@ -14,7 +14,7 @@ import gradio as gr
 import numpy as np
 from PIL import Image
 
-from vitviz.data.datasets import open_image
+from vitviz.data.images import open_image
 from vitviz.models.loaded import LoadedViT, TokenLayout
 from vitviz.pictures import explanation as views
 
@@ -148,8 +148,9 @@ def patch_index(value: object, num_patches: int) -> int | None:
 
 def token_index(value: object, layout: TokenLayout) -> tuple[int | None, int]:
     """The selected token as (patch or None, which prefix token): 0 to P-1 a patch, -1 CLS, -2 to -K the other
-    tokens before the patches (distillation, registers) of this model's `layout` (vitviz.models.loaded.TokenLayout)."""
-    K, P = layout.num_prefix, layout.num_patches
+    tokens before the patches (distillation, registers) of this model's `layout` (vitviz.models.loaded.TokenLayout);
+    for a model with no token before its patches (SigLIP), -1 is its pooling query."""
+    K, P = max(1, layout.num_prefix), layout.num_patches
     p = _token_number(
         value,
         "The selected token",
@@ -167,7 +168,7 @@ def token_index(value: object, layout: TokenLayout) -> tuple[int | None, int]:
 def token_numbers(layout: TokenLayout) -> str:
     """How this model's tokens are numbered, in words: "patches 0 to 63, -1 CLS, -2 to -5 registers 1 to 4"."""
     K, P = layout.num_prefix, layout.num_patches
-    words = [f"patches 0 to {P - 1}", "-1 CLS"]
+    words = [f"patches 0 to {P - 1}", f"-1 {layout.prefix[0] if K else 'the ' + layout.reader}"]
     if K == 2:
         words.append(f"-2 {layout.prefix[1]}")
     elif K > 2:

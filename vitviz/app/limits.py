@@ -16,11 +16,12 @@ change it without a restart); the README lists them all.
     VITVIZ_QUEUE_SIZE         64    requests waiting in Gradio's queue, all events together
     VITVIZ_RETRY_LOAD_S       60    a failed model load is remembered this long before it is tried again
     VITVIZ_MODEL_CACHE        8     models whose Model-tab summary is kept
-    VITVIZ_TYPED_MODELS       2     timm models typed by name kept loaded besides the menu's
+    VITVIZ_TYPED_MODELS       2     timm or Hub models typed by name kept loaded besides the menu's
     VITVIZ_MAX_MAP_GFLOP      100   the most compute one occlusion map or one image's deletion curves may take
 
 The size of a model someone names, VITVIZ_MAX_MODEL_PARAMS (200 million), is read where models are
-loaded: vitviz.models.bound.
+loaded: vitviz.models.bound; the labels in one list for CLIP or SigLIP, VITVIZ_MAX_LABELS (50), where labels
+are read: vitviz.models.words.
 """
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from vitviz.app import switch
+from vitviz.app import menu, switch
 from vitviz.app.inputs import FUSIONS
 from vitviz.app.visitor import Visitor, visitor
 from vitviz.data import gallery
 from vitviz.explain.methods import CLASS_MAPS
 
-FIELDS = ("model", "class", "method", "layer", "head", "token", "fusion", "discard")  # the controls, in order
+FIELDS = ("model", "class", "method", "layer", "head", "token", "fusion", "discard", "labels", "template")
 
 
 def view_query(
@@ -39,10 +39,15 @@ def view_query(
     discard: float,
     image: str | dict | None,
     state: Visitor | None,
+    labels: str | None = None,
+    template: str | None = None,
 ) -> dict:
-    """The query part of the link ("?model=...") for the view the visitor sees now, in the box that shows it."""
+    """The query part of the link ("?model=...") for the view the visitor sees now, in the box that shows it; a
+    model scored in words (CLIP, SigLIP) takes its labels and prompt along."""
     v = visitor(state)
-    values = dict(zip(FIELDS, (model_key, target, method, layer, head, token, fusion, discard)))
+    if not _in_words(model_key, v):
+        labels = template = None
+    values = dict(zip(FIELDS, (model_key, target, method, layer, head, token, fusion, discard, labels, template)))
     values = {k: _plain(x) for k, x in values.items() if x not in (None, "")}
     c = v.crossing
     if c.example is not None:
@@ -53,6 +58,13 @@ def view_query(
         if kept:
             values["image"] = kept  # its name in Gradio's folder: no server path in what a visitor reads
     return gr.update(value="?" + urlencode(values), visible=True)
+
+
+def _in_words(model_key: str, v: Visitor) -> bool:
+    try:
+        return menu.resolve_model(model_key, v).zero_shot
+    except gr.Error:
+        return False
 
 
 def _uploads() -> Path:
@@ -119,14 +131,21 @@ def _plain_ascii(value: str, most: int = 200) -> bool:
 
 READ: dict[str, Callable[[str], object]] = {  # each control's value from the link's text, or None
     "model": lambda m: m if _plain_ascii(m) else None,  # the menu checks the name itself (vitviz.app.menu)
-    "class": lambda c: c if _plain_ascii(c) else None,  # the model's class list checks it (vitviz.app.switch)
+    "class": lambda c: c if _printable(c, 200) else None,  # the model's class list checks it (vitviz.app.switch)
     "method": lambda m: m if m in CLASS_MAPS else None,
     "fusion": lambda f: f if f in FUSIONS else None,
     "layer": _whole(1),
     "head": _whole(1),
     "token": _whole(-100_000),
     "discard": _fraction,
+    "labels": lambda t: t if _printable(t, 2000) else None,  # vitviz.models.words checks the list itself
+    "template": lambda t: t if _printable(t, 120) else None,
 }
+
+
+def _printable(value: str, most: int) -> bool:
+    """Printable text of at most `most` characters (labels may be in any language)."""
+    return isinstance(value, str) and len(value) <= most and value.isprintable()
 
 
 def _image(params: dict) -> tuple[str | None, str]:
@@ -155,13 +174,13 @@ def opened(model_key: str, state: Visitor | None, request: gr.Request) -> tuple:
     layer, head and token, which only the model's own ranges can check), the method, fusion and discard
     (gr.skip() where the link has none), the image, and the note for beside the menu."""
     wanted, note, image = from_link(request, state)
-    fitted = {k: wanted[k] for k in ("model", "class", "layer", "head", "token") if k in wanted}
+    fitted = {k: wanted[k] for k in ("model", "class", "layer", "head", "token", "labels", "template") if k in wanted}
     fitted.setdefault("model", model_key)
-    rest = [gr.skip() if wanted.get(k) is None else wanted[k] for k in ("method", "fusion", "discard")]
+    rest = [gr.skip() if wanted.get(k) is None else wanted[k] for k in OPENED[1:6]]
     return (fitted, *rest, gr.skip() if image is None else image, note)
 
 
-OPENED = ("wanted", "method", "fusion", "discard", "image", "note")  # its outputs, by name
+OPENED = ("wanted", "method", "fusion", "discard", "labels", "template", "image", "note")  # its outputs, by name
 
 
 def model_of(wanted: dict | None) -> str:
@@ -169,9 +188,18 @@ def model_of(wanted: dict | None) -> str:
     return str(wanted.get("model") or "cifar10") if isinstance(wanted, dict) else "cifar10"
 
 
-def fit(wanted: dict | None, state: Visitor | None, target: str, layer: float, head: float, patch: float) -> tuple:
+def fit(
+    wanted: dict | None,
+    state: Visitor | None,
+    target: str,
+    layer: float,
+    head: float,
+    patch: float,
+    labels: str | None = None,
+    template: str | None = None,
+) -> tuple:
     """The model change of the page's opening (vitviz.app.switch.controls_for) for the link's model, with the
-    link's class, layer, head and token where it gives them."""
+    link's class, layer, head, token, labels and prompt where it gives them."""
     w = wanted if isinstance(wanted, dict) else {}
     return switch.controls_for(
         model_of(wanted),
@@ -180,4 +208,6 @@ def fit(wanted: dict | None, state: Visitor | None, target: str, layer: float, h
         w.get("layer", layer),
         w.get("head", head),
         w.get("token", patch),
+        w.get("labels", labels),
+        w.get("template", template),
     )

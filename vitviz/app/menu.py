@@ -26,13 +26,14 @@ import gradio as gr
 import torch
 
 from vitviz.app import limits
-from vitviz.app.inputs import shown
+from vitviz.app.inputs import FieldError, shown
 from vitviz.app.visitor import Visitor, visitor
 from vitviz.explain.sanity import randomised
 from vitviz.models import bound, checkpoint
 from vitviz.models.bound import ModelError
 from vitviz.models.hub import load_model
 from vitviz.models.loaded import LoadedViT, loaded
+from vitviz.models.words import with_labels
 from vitviz.runtime import memory
 
 LOG = logging.getLogger("vitviz")
@@ -48,6 +49,8 @@ SHARED = {
     "timm/vit_small_patch8_224.dino": "DINO ViT-S/8, no classifier (timm)",
     "timm/vit_small_patch14_dinov2.lvd142m": "DINOv2 ViT-S/14, no classifier (timm)",
     "timm/vit_small_patch14_reg4_dinov2.lvd142m": "DINOv2 ViT-S/14 with 4 registers, no classifier (timm)",
+    "hf:openai/clip-vit-base-patch16": "CLIP ViT-B/16, labels in your words (transformers)",
+    "hf:google/siglip2-base-patch16-224": "SigLIP 2 B/16, labels in your words (transformers)",
 }
 DOWNLOAD_MB = {
     "vit_b_16": 330,
@@ -55,8 +58,11 @@ DOWNLOAD_MB = {
     "timm/vit_small_patch8_224.dino": 87,
     "timm/vit_small_patch14_dinov2.lvd142m": 88,
     "timm/vit_small_patch14_reg4_dinov2.lvd142m": 88,
+    "hf:openai/clip-vit-base-patch16": 600,  # about 150 million parameters in fp32, the two towers
+    "hf:google/siglip2-base-patch16-224": 1500,  # about 375 million: its text tower's vocabulary is large
 }
 TYPED = re.compile(r"^(timm/)?[a-z0-9_]{1,100}(\.[a-z0-9_]{1,60})?$")  # a timm name a visitor typed into the menu
+HUB_ID = re.compile(r"^(hf:)?[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")  # a Hugging Face Hub id typed into it
 MODEL_CHOICES = [(label, key) for key, label in SHARED.items()] + [
     ("Trained in this session (Train tab)", "session"),
     ("Uploaded checkpoint", "upload"),
@@ -73,6 +79,10 @@ def on_machine(key: str) -> bool:
         from vitviz.models.timm_vit import weights_cached
 
         return weights_cached(key.removeprefix("timm/"))
+    if key.startswith("hf:"):
+        from vitviz.models.hf_vit import cached
+
+        return cached(key.removeprefix("hf:"))
     return True
 
 
@@ -91,7 +101,7 @@ def first_load(key: str, progress: gr.Progress) -> str:
     """Before a downloaded model's first load: show progress, and return the line saying where its weights are
     kept ('' for the others)."""
     key = typed_key(key)
-    if not (key in DOWNLOAD_MB or (key.startswith("timm/") and TYPED.match(key))) or MODELS.is_loaded(key):
+    if not (key in DOWNLOAD_MB or _typed_name(key)) or MODELS.is_loaded(key):
         return ""
     name = title_of(key).split(",")[0]
     size = f" (downloading {DOWNLOAD_MB[key]} MB once)" if key in DOWNLOAD_MB else " (a first download)"
@@ -210,15 +220,29 @@ MODELS = SharedModels()
 
 
 def typed_key(key: object) -> str:
-    """The menu's key for what a visitor chose or typed: a timm name typed bare gets its "timm/"."""
+    """The menu's key for what a visitor chose or typed: a timm name typed bare gets its "timm/", a Hugging Face
+    Hub id (organisation/name) its "hf:"."""
     key = str(key or "cifar10").strip()
-    if key in SHARED or key in ("session", "upload") or key.startswith("session@") or not TYPED.match(key):
+    if key in SHARED or key in ("session", "upload") or key.startswith("session@"):
         return key
-    return key if key.startswith("timm/") else f"timm/{key}"
+    if TYPED.match(key):
+        return key if key.startswith("timm/") else f"timm/{key}"
+    if HUB_ID.match(key) and not key.startswith("timm/") and "/random-" not in key:
+        return key if key.startswith("hf:") else f"hf:{key}"
+    return key
+
+
+def _typed_name(key: str) -> bool:
+    """Whether `key` (typed_key's) names a timm model or a Hub model, as a visitor may type one."""
+    return bool((key.startswith("timm/") and TYPED.match(key)) or (key.startswith("hf:") and HUB_ID.match(key)))
 
 
 def title_of(key: str) -> str:
-    return SHARED.get(key) or f"timm model `{key.removeprefix('timm/')}`"
+    if key in SHARED:
+        return SHARED[key]
+    if key.startswith("hf:"):
+        return f"Hugging Face model `{key.removeprefix('hf:')}`"
+    return f"timm model `{key.removeprefix('timm/')}`"
 
 
 def resolve_model(key: str, state: Visitor | None = None) -> LoadedViT:
@@ -234,15 +258,27 @@ def resolve_model(key: str, state: Visitor | None = None) -> LoadedViT:
                 else "No checkpoint uploaded yet: add its .safetensors and .json files above."
             )
         return model
-    if key not in SHARED and not TYPED.match(key):
+    if key not in SHARED and not _typed_name(key):
         raise gr.Error(
             f"Unknown model {shown(key)}: choose one from the menu, or type a timm ViT's name "
-            "(e.g. `deit_tiny_patch16_224.fb_in1k`: lower-case letters, digits and _, with its tag after a dot)."
+            "(e.g. `deit_tiny_patch16_224.fb_in1k`: lower-case letters, digits and _, with its tag after a dot) "
+            "or a Hugging Face Hub id (e.g. `google/vit-base-patch16-224`)."
         )
     try:
         return MODELS.get(key)
     except (ModelError, RuntimeError) as e:
         raise gr.Error(f"The {title_of(key)} could not be loaded: {e}") from None
+
+
+def in_words(model: LoadedViT, labels: str | None, template: str | None) -> LoadedViT:
+    """A model with a text tower (CLIP, SigLIP) with the visitor's labels and prompt as its classes; any other
+    model as it is. A bad list or prompt is a FieldError beside the class menu."""
+    if not model.zero_shot:
+        return model
+    try:
+        return with_labels(model, labels if labels not in (None, "") else None, template or None)
+    except ValueError as e:
+        raise FieldError(str(e), "target") from None
 
 
 def upload_checkpoint(files: list | None, state: Visitor | None = None, request: gr.Request = None) -> tuple:

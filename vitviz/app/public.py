@@ -39,6 +39,24 @@ def _names(block_fn) -> list[str]:
     return [n for n, b in zip(names, block_fn.inputs) if not getattr(b, "skip_api", False)]
 
 
+LATER = ("labels", "template")  # parameters the API gained later: a call written before them may leave them out
+
+
+def _fill_later(block_fn: BlockFunction, inputs: list) -> None:
+    """A call that sends every value but the trailing ones in LATER gets None (their default) for those, and for
+    the state (as Gradio does for a call that sends every value)."""
+    if not block_fn.api_name or len(inputs) >= len(block_fn.inputs):
+        return
+    names, blocks = _names(block_fn), [b for b in block_fn.inputs if not getattr(b, "skip_api", False)]
+    left_out = len(names) - len(inputs)
+    if left_out <= 0 or not all(n in LATER for n in names[len(names) - left_out :]):
+        return
+    sent = iter(inputs + [None] * left_out)
+    full = [None if getattr(b, "skip_api", False) else next(sent) for b in block_fn.inputs]
+    if len(full) == len(block_fn.inputs) and len(blocks) == len(names):
+        inputs[:] = full
+
+
 def _endpoint(block_fn) -> str:
     return f"/{block_fn.api_name}" if block_fn.api_name else "This event"
 
@@ -129,6 +147,7 @@ class PublicBlocks(gr.Blocks):
         return out
 
     def validate_inputs(self, block_fn: BlockFunction, inputs: list) -> None:
+        _fill_later(block_fn, inputs)
         wanted = len(block_fn.inputs)
         if len(inputs) < wanted or (len(inputs) > wanted and block_fn.api_name and not getattr(block_fn, "js", None)):
             raise gr.Error(count_sentence(block_fn, len(inputs)))

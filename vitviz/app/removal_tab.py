@@ -20,7 +20,7 @@ from vitviz.app.activity import ACTIVITY
 from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, token_at, warning
 from vitviz.app.inputs import ImagePayload, choice, pixels_for, whole
 from vitviz.app.limits import map_cost_note
-from vitviz.app.menu import resolve_model
+from vitviz.app.menu import in_words, resolve_model
 from vitviz.app.visitor import Visitor, image_key, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.explain.methods import METHODS, RANDOM
@@ -30,9 +30,10 @@ OUTPUTS = ("picture", "top5", "curves", "maps", "summary")
 RANKINGS = list(METHODS) + [RANDOM]
 
 
-def _study(image: ImagePayload, model_key: str, v):
-    """(model, Study, the sentence saying why there are no curves, or "")."""
-    model = resolve_model(model_key, v)
+def _study(image: ImagePayload, model_key: str, v, words: tuple = (None, None)):
+    """(model, Study, the sentence saying why there are no curves, or ""); `words`: a CLIP or SigLIP model's
+    labels and prompt."""
+    model = in_words(resolve_model(model_key, v), *words)
     if not model.card.classes:
         raise gr.Error(
             "Taking patches away measures how a class's probability falls, and this model has no "
@@ -52,6 +53,8 @@ def view(
     model_key: str = "cifar10",
     method: str = "LeGrad",
     k: float = 0,
+    labels: str | None = None,
+    template: str | None = None,
     state: Visitor | None = None,
     toggle: int | None = None,
 ) -> tuple[removal.RemovalView, Visitor]:
@@ -59,7 +62,7 @@ def view(
     (a click hides a patch, or shows one of the top k again); `toggle`: a patch clicked now."""
     with ACTIVITY:
         v = visitor(state)
-        model, s, why = _study(image, model_key, v)
+        model, s, why = _study(image, model_key, v, (labels, template))
         P = model.card.config.num_patches
         method = choice(method, "The ranking", RANKINGS, default="LeGrad")
         if method not in s.maps:
@@ -101,32 +104,49 @@ def _try(fn, *args, **kw):
         return e
 
 
-def ranked(image: ImagePayload, model_key: str, method: str, k: float, state: Visitor | None) -> tuple:
+def ranked(
+    image: ImagePayload, model_key: str, method: str, k: float, labels: str, template: str, state: Visitor | None
+) -> tuple:
     """The slider or the ranking changed: the top k of that map hidden."""
-    return _page(_try(view, image, model_key, method, k, state), state)
+    return _page(_try(view, image, model_key, method, k, labels, template, state), state)
 
 
 def clicked(
-    image: ImagePayload, model_key: str, method: str, k: float, state: Visitor | None, evt: gr.SelectData
+    image: ImagePayload,
+    model_key: str,
+    method: str,
+    k: float,
+    labels: str,
+    template: str,
+    state: Visitor | None,
+    evt: gr.SelectData,
 ) -> tuple:
     """A click on the picture: that patch hidden, or shown again."""
     p = token_at(model_key, state, evt)  # the same grid as Explore's input; no CLS tile here
     if not isinstance(p, int):
         return PAGE.reply()
-    return _page(_try(view, image, model_key, method, k, state, toggle=p), state)
+    return _page(_try(view, image, model_key, method, k, labels, template, state, toggle=p), state)
 
 
-def show_all(image: ImagePayload, model_key: str, method: str, state: Visitor | None) -> tuple:
+def show_all(
+    image: ImagePayload, model_key: str, method: str, labels: str, template: str, state: Visitor | None
+) -> tuple:
     visitor(state).crossing.toggled = set()
-    return _page(_try(view, image, model_key, method, 0, state), state, RESET, k=0)
+    return _page(_try(view, image, model_key, method, 0, labels, template, state), state, RESET, k=0)
 
 
 def removal_api(
-    image: ImagePayload, model_key: str = "cifar10", method: str = "LeGrad", k: float = 0, state: Visitor | None = None
+    image: ImagePayload,
+    model_key: str = "cifar10",
+    method: str = "LeGrad",
+    k: float = 0,
+    labels: str | None = None,
+    template: str | None = None,
+    state: Visitor | None = None,
 ) -> tuple:
     """/take_away: the image with the top k patches of `method` hidden: (picture, top 5 without them, deletion
-    curves, every map with its AUC, summary)."""
-    rv, _ = view(image, model_key, method, k, state)
+    curves, every map with its AUC, summary); `labels` and `template` for CLIP or SigLIP, as /explain's."""
+    rv, _ = view(image, model_key, method, k, labels, template, state)
     return API.reply(**{name: getattr(rv, name) for name in OUTPUTS})
 
 
@@ -185,9 +205,10 @@ def k_range(model_key: str, k: float, state: Visitor | None) -> dict:
     return gr.update(maximum=P, value=min(int(k or 0), P))
 
 
-def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> dict:
-    """The tab's events; returns the event settings that redraw it while it is looked at."""
-    inputs = [image, shell.model_dd, c["method"], c["k"], shell.state]
+def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab, words: tuple) -> dict:
+    """The tab's events (`words`: Explore's labels and prompt boxes); returns the event settings that redraw it
+    while it is looked at."""
+    inputs = [image, shell.model_dd, c["method"], c["k"], *words, shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=ranked, inputs=inputs, outputs=outputs)
     fit = dict(fn=k_range, inputs=[shell.model_dd, c["k"], shell.state], outputs=c["k"])
@@ -197,7 +218,7 @@ def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> dict:
     c["picture"].select(clicked, inputs, outputs, preprocess=False, api_visibility="private", concurrency_limit=4)
     c["reset"].click(
         show_all,
-        [image, shell.model_dd, c["method"], shell.state],
+        [image, shell.model_dd, c["method"], *words, shell.state],
         RESET.components({**c, "state": shell.state}),
         preprocess=False,
         api_visibility="private",

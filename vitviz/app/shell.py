@@ -142,7 +142,7 @@ def _head() -> dict:
             c["model_dd"] = gr.Dropdown(
                 model_choices(),
                 value="cifar10",
-                label="Model (or type any timm ViT's name)",
+                label="Model (or type a timm ViT's name, or a Hub id)",
                 elem_id="model-dd",
                 allow_custom_value=True,
             )
@@ -169,9 +169,9 @@ def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -
     model_tab.wire(mt, shell)
     redraws = [  # what redraws each tab (the last three only while looked at)
         explain_event,
-        steps_tab.wire(st, shell, ex["image"], pages["steps"]),
-        removal_tab.wire(parts["take-away"], shell, ex["image"], pages["take-away"]),
-        compare.wire(cp, shell, ex["image"], pages["compare"]),
+        steps_tab.wire(st, shell, ex["image"], pages["steps"], (ex["labels"], ex["template"])),
+        removal_tab.wire(parts["take-away"], shell, ex["image"], pages["take-away"], (ex["labels"], ex["template"])),
+        compare.wire(cp, shell, ex["image"], pages["compare"], (ex["labels"], ex["template"])),
     ]
     for one, other in SHARED_CHOICES:
         mirror(ex[one], (st if other.startswith("steps:") else cp)[other.split(":")[1]])  # one choice per visitor
@@ -219,7 +219,10 @@ def _open(demo: gr.Blocks, shell: Shell, head: dict, ex: dict, model_view: dict,
     ).then(**model_view).then(**explain_event)
     asked = [shell.model_dd, ex["target"], ex["method"], ex["layer"], ex["head"], ex["patch"], ex["fusion"]]
     head["link"].click(
-        link.view_query, [*asked, ex["discard"], ex["image"], state], head["link_url"], api_visibility="private"
+        link.view_query,
+        [*asked, ex["discard"], ex["image"], state, ex["labels"], ex["template"]],
+        head["link_url"],
+        api_visibility="private",
     ).then(None, head["link_url"], head["link_url"], js=link.COPY_JS, queue=False, api_visibility="private")
 
 

@@ -18,7 +18,7 @@ import gradio as gr
 from vitviz.app.activity import ACTIVITY
 from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, pictures_reply, warning
 from vitviz.app.inputs import ImagePayload, layer_index, pixels_for, token_index
-from vitviz.app.menu import resolve_model
+from vitviz.app.menu import in_words, resolve_model
 from vitviz.app.visitor import Visitor, image_key, visitor
 from vitviz.app.widgets import pic
 from vitviz.pictures import spots as SP
@@ -36,12 +36,19 @@ STAGES = [  # (picture field, title)
 
 
 def step_view(
-    image: ImagePayload, model_key: str = "cifar10", block: float = 1, patch: float = -1, state: Visitor | None = None
+    image: ImagePayload,
+    model_key: str = "cifar10",
+    block: float = 1,
+    patch: float = -1,
+    labels: str | None = None,
+    template: str | None = None,
+    state: Visitor | None = None,
 ) -> tuple[steps.StepView, set[str], Visitor]:
-    """(steps.StepView, the names of the pictures drawn now, the visitor)."""
+    """(steps.StepView, the names of the pictures drawn now, the visitor). `labels` and `template`: a CLIP or
+    SigLIP model's classes in words (Explore's), which its last stage compares the image with."""
     with ACTIVITY:
         v = visitor(state)
-        model = resolve_model(model_key, v)
+        model = in_words(resolve_model(model_key, v), labels, template)
         cfg = model.card.config
         b, clamped = layer_index(block, "The block", cfg.depth, default=1)
         p, k = token_index(patch, model.layout)
@@ -54,11 +61,13 @@ def step_view(
     return view, fresh, v
 
 
-def step_page(image: ImagePayload, model_key: str, block: float, patch: float, state: Visitor | None) -> tuple:
+def step_page(
+    image: ImagePayload, model_key: str, block: float, patch: float, labels: str, template: str, state: Visitor | None
+) -> tuple:
     """The page's update: the pictures that changed (gr.skip() for the rest, each new one encoded once) and
     every sentence, then the state; or the reason beside the controls, the pictures kept."""
     try:
-        view, fresh, v = step_view(image, model_key, block, patch, state)
+        view, fresh, v = step_view(image, model_key, block, patch, labels, template, state)
     except gr.Error as e:
         v = visitor(state)
         v.steps.pictures.clear()
@@ -72,7 +81,9 @@ def _following(model_key: str, block: float, token: float, v: Visitor) -> str:
     model = resolve_model(model_key, v)
     p, k = token_index(token, model.layout)
     b, _ = layer_index(block, "The block", model.card.config.depth, default=1)
-    name = model.layout.prefix[k] if p is None else f"patch {p}"
+    name = (
+        (model.layout.prefix[k] if model.layout.prefix else f"the {model.layout.reader}") if p is None else f"patch {p}"
+    )
     return f"Following **{name}** · stage 5 shows **block {b}** of {model.card.config.depth}"
 
 
@@ -82,10 +93,17 @@ PAGE = Outputs(*steps.STEP_NAMES, "state", "note", "following")  # the page's up
 
 
 def steps_api(
-    image: ImagePayload, model_key: str = "cifar10", block: float = 1, patch: float = -1, state: Visitor | None = None
+    image: ImagePayload,
+    model_key: str = "cifar10",
+    block: float = 1,
+    patch: float = -1,
+    labels: str | None = None,
+    template: str | None = None,
+    state: Visitor | None = None,
 ) -> tuple:
-    """/steps: every stage's picture (a file) and sentence, in steps.StepView's field order."""
-    view, _, v = step_view(image, model_key, block, patch, state)
+    """/steps: every stage's picture (a file) and sentence, in steps.StepView's field order (`labels` and
+    `template`: for CLIP or SigLIP, as /explain's)."""
+    view, _, v = step_view(image, model_key, block, patch, labels, template, state)
     return API.reply(**pictures_reply(view, steps.STEP_NAMES, PICTURES, set(PICTURES), v.files))
 
 
@@ -98,10 +116,17 @@ def picker(name: str) -> Callable:
     selected token's number, or gr.skip() where there is none."""
 
     def pick(
-        image: ImagePayload, model_key: str, block: float, token: float, state: Visitor | None, evt: gr.SelectData
+        image: ImagePayload,
+        model_key: str,
+        block: float,
+        token: float,
+        labels: str,
+        template: str,
+        state: Visitor | None,
+        evt: gr.SelectData,
     ) -> int | dict:
         try:
-            view, _, v = step_view(image, model_key, block, token, state)  # the pictures as drawn (kept)
+            view, _, v = step_view(image, model_key, block, token, labels, template, state)  # as drawn (kept)
             layout = resolve_model(model_key, v).layout
         except gr.Error:
             return gr.skip()
@@ -157,9 +182,10 @@ def build() -> dict:
     return c
 
 
-def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab) -> dict:
-    """The tab's events; returns the event settings that redraw it while it is looked at."""
-    inputs = [image, shell.model_dd, c["which_block"], c["token"], shell.state]
+def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab, words: tuple) -> dict:
+    """The tab's events (`words`: Explore's labels and prompt boxes); returns the event settings that redraw it
+    while it is looked at."""
+    inputs = [image, shell.model_dd, c["which_block"], c["token"], *words, shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)
     fit = dict(fn=block_range, inputs=[shell.model_dd, shell.state], outputs=c["which_block"])

@@ -33,7 +33,20 @@ GALLERY_LABELS = {"cifar10": "Examples: CIFAR-10 test images", "mnist": "Example
 KINDS = {"cifar10": "colour photos", "mnist": "grey handwritten digits"}  # what each gallery's models read
 
 CHANGED = Outputs(
-    "model", "target", "layer", "head", "examples", "patch", "prefix_token", "image", "state", "note", "top5", "method"
+    "model",
+    "target",
+    "layer",
+    "head",
+    "examples",
+    "patch",
+    "prefix_token",
+    "image",
+    "state",
+    "note",
+    "top5",
+    "method",
+    "labels",
+    "template",
 )
 
 
@@ -43,7 +56,9 @@ def token_controls(layout: TokenLayout, token: int = -1) -> tuple:
     K = layout.num_prefix
     return (
         gr.update(value=token, label=f"Selected token ({token_numbers(layout)})"),
-        gr.update(choices=list(layout.prefix), value=layout.prefix[-1 - token] if token < 0 else None, visible=K > 1),
+        gr.update(
+            choices=list(layout.prefix), value=layout.prefix[-1 - token] if token < 0 and K else None, visible=K > 1
+        ),
     )
 
 
@@ -54,6 +69,8 @@ def controls_for(
     layer: float | None = None,
     head: float | None = None,
     patch: float | None = -1,
+    labels: str | None = None,
+    template: str | None = None,
     progress: gr.Progress = gr.Progress(track_tqdm=True),
 ) -> tuple:
     """When the model changes: its class list, slider ranges, example gallery and token numbering, with the
@@ -76,6 +93,7 @@ def controls_for(
     else:
         if not note and v.crossing.menu_note:
             note, v.crossing.menu_note = v.crossing.menu_note, ""
+    model, words_note = _worded(model, labels, template)
     card, cfg = model.card, model.card.config
     image, image_note = shown_image(v.crossing, model)
     target, target_note = kept_class(model, target)
@@ -89,7 +107,12 @@ def controls_for(
     items = gallery.items(card.gallery)
     return CHANGED.reply(
         model=model_key,
-        target=gr.update(choices=[PREDICTED] + list(card.classes), value=target, interactive=has_classes),
+        target=gr.update(
+            choices=[PREDICTED] + list(card.classes),
+            value=target,
+            interactive=has_classes,
+            label="Explain label" if model.zero_shot else "Explain class",
+        ),
         layer=gr.update(maximum=cfg.depth, value=layer),
         head=gr.update(maximum=cfg.num_heads, value=head),
         examples=gr.update(
@@ -99,9 +122,35 @@ def controls_for(
         prefix_token=menu,
         image=image,
         state=v,
-        note=" ".join(n for n in (note, image_note, target_note) if n),
-        top5=gr.update(label=views.what_it_knows(model)),
+        note=" ".join(n for n in (note, image_note, words_note, target_note) if n),
+        top5=gr.update(label=views.what_it_knows(model), num_top_classes=views.shown_classes(model)),
         method=gr.update(interactive=has_classes),
+        labels=gr.update(visible=model.zero_shot),
+        template=gr.update(visible=model.zero_shot),
+    )
+
+
+def _worded(model: LoadedViT, labels: str | None, template: str | None) -> tuple[LoadedViT, str]:
+    """A model with a text tower with the visitor's words (their defaults, and a sentence, where they cannot be
+    used); any other model as it is."""
+    try:
+        return models.in_words(model, labels, template), ""
+    except gr.Error as e:
+        return models.in_words(model, None, None), f"⚠️ {e.message} The default labels are used."
+
+
+def words_changed(model_key: str, labels: str, template: str, target: str | None, state: Visitor | None) -> tuple:
+    """New labels or a new prompt: the class menu lists the labels (the chosen one kept if it is still there),
+    the prediction box says what it scores; a bad list or prompt is said beside the menu, which stays."""
+    try:
+        model = models.in_words(resolve_model(model_key, state), labels, template)
+    except gr.Error as e:
+        return gr.skip(), gr.skip(), f"⚠️ {e.message}"
+    target, target_note = kept_class(model, target)
+    return (
+        gr.update(choices=[PREDICTED] + list(model.card.classes), value=target),
+        gr.update(label=views.what_it_knows(model), num_top_classes=views.shown_classes(model)),
+        target_note,
     )
 
 
@@ -158,11 +207,14 @@ def gallery_mark(state: Visitor | None) -> dict:
     return gr.update(selected_index=visitor(state).crossing.selected())
 
 
+KEPT = ("target", "layer", "head", "patch", "labels", "template")  # the visitor's choices a new model keeps
+
+
 def model_changed(c: dict, shell: Shell) -> dict:
     """What the model menu's change does to the Explore tab: (fn, inputs, outputs) for the shell's chain."""
     named = {**c, "model": shell.model_dd, "state": shell.state, "note": shell.model_note}
     return dict(
         fn=controls_for,
-        inputs=[shell.model_dd, shell.state, c["target"], c["layer"], c["head"], c["patch"]],
+        inputs=[shell.model_dd, shell.state, *(c[k] for k in KEPT)],
         outputs=CHANGED.components(named),
     )

@@ -6,8 +6,8 @@ environment variable; a folder holding ``cifar10-jpeg.zip`` / ``mnist-png.zip``
 works too) or, with neither, through torchvision's download. Either way the
 images end up in memory as uint8 tensors (N, C, H, W), decoded once and cached.
 
-``to_pixels`` / ``preprocess`` turn any PIL image into what the model sees:
-the one function the CLI, the app and the tests share.
+Any single image (a visitor's, a file's) becomes what the model sees in
+vitviz.data.images (``to_pixels`` / ``preprocess``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vitviz.models.loaded import LoadedViT
+    pass
 
 import hashlib
 import io
@@ -27,9 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
-
-from vitviz.models.loaded import loaded
+from PIL import Image
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -297,86 +295,3 @@ def mix_batch(
 
 
 # ---------------------------------------------------------------- single images
-
-
-def open_image(path_or_bytes: str | Path | bytes) -> Image.Image:
-    """Open an image file with the decompression-bomb guard; raises ValueError with a readable message."""
-    try:
-        im = Image.open(path_or_bytes if not isinstance(path_or_bytes, bytes) else io.BytesIO(path_or_bytes))
-        if im.width * im.height > MAX_PIXELS:  # checked from the header, before decoding anything
-            raise Image.DecompressionBombError("too many pixels")
-        if im.format == "JPEG" and max(im.size) > 2048:
-            im.draft(im.mode, (1024, 1024))  # decode a big photo at a reduced scale: inputs are 224 px at most
-        im.load()
-        return im
-    except Image.DecompressionBombError:
-        raise ValueError(
-            f"this image is too large to open safely (over {MAX_PIXELS // 1_000_000} megapixels)"
-        ) from None
-    except (OSError, SyntaxError, ValueError) as e:
-        raise ValueError(f"this file is not an image that can be read ({_why_not(e)})") from None
-
-
-def _why_not(e: Exception) -> str:
-    """Why an image could not be opened, in words (never an exception's class name)."""
-    if isinstance(e, Image.UnidentifiedImageError):
-        return "its contents are not a picture format this app knows: PNG, JPEG, GIF, WebP, BMP, TIFF"
-    if isinstance(e, OSError):
-        return "it is damaged or cut short"
-    return "its header is broken"
-
-
-def to_pixels(image: Image.Image, size: int, in_chans: int, invert_light: bool = False) -> np.ndarray:
-    """Any PIL image -> uint8 array (size, size, in_chans): EXIF orientation applied, alpha
-    composited on white, 16-bit and float modes rescaled, the centre square resized."""
-    if not isinstance(image, Image.Image):
-        raise ValueError("expected an image")
-    if image.width < 1 or image.height < 1:
-        raise ValueError("the image is empty")
-    if image.width * image.height > MAX_PIXELS:
-        raise ValueError(f"this image is too large (over {MAX_PIXELS // 1_000_000} megapixels)")
-    try:
-        image.seek(0)  # first frame of an animation
-    except (EOFError, AttributeError):
-        pass
-    im = ImageOps.exif_transpose(image)
-    if im.mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
-        a = np.asarray(im).astype(np.float64)
-        hi = 255.0 if a.max(initial=0) <= 255 else (65535.0 if a.max() <= 65535 else float(a.max()))
-        im = Image.fromarray(np.clip(a / hi * 255.0, 0, 255).astype(np.uint8), "L")
-    if im.mode == "P":
-        im = im.convert("RGBA")
-    if im.mode in ("RGBA", "LA", "PA", "La", "RGBa"):
-        im = im.convert("RGBA")
-        bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
-        im = Image.alpha_composite(bg, im)
-    try:
-        im = im.convert("RGB" if in_chans == 3 else "L")
-    except (ValueError, OSError) as e:
-        raise ValueError(f"images in colour mode {image.mode} are not supported ({e})") from None
-    if max(im.size) > 4 * size:  # cheap downscale before the careful one
-        im.thumbnail(
-            (4 * size * max(1, im.width // im.height), 4 * size * max(1, im.height // im.width)), Image.BILINEAR
-        )
-    im = ImageOps.fit(im, (size, size), Image.BICUBIC)
-    arr = np.asarray(im, dtype=np.uint8)
-    if arr.ndim == 2:
-        arr = arr[:, :, None]
-    if invert_light and in_chans == 1:
-        border = np.concatenate([arr[0].ravel(), arr[-1].ravel(), arr[:, 0].ravel(), arr[:, -1].ravel()])
-        if border.mean() > 127:  # dark strokes on paper: MNIST digits are light on dark
-            arr = 255 - arr
-    return arr
-
-
-def pixels_to_tensor(pixels: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
-    """uint8 (H, W, C) -> normalised float (1, C, H, W)."""
-    x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(2, 0, 1)[None]
-    return normalize(x, mean, std)
-
-
-def preprocess(image: Image.Image, model: LoadedViT | torch.nn.Module) -> torch.Tensor:
-    """A PIL image (any mode, any size) -> the (1, C, H, W) float tensor `model` expects."""
-    card = loaded(model).card
-    pixels = to_pixels(image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark)
-    return pixels_to_tensor(pixels, card.mean, card.std)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 
-def head_masks(attn: torch.Tensor, prefix: int = 1, keep: float = 0.6) -> torch.Tensor:
+def head_masks(attn: torch.Tensor, prefix: int, keep: float = 0.6) -> torch.Tensor:
     """(H, N, N) last-layer attention -> (H, P) bool: per head, the fewest patches whose CLS attention, over the
     patches and renormalised there, adds up to at least `keep`."""
     a = attn[:, 0, prefix:].float()

@@ -1,10 +1,15 @@
 """What the ViT attends to: pure functions, tensors in and tensors out.
 
 Shapes: B images, L layers, H heads, N = K + P tokens: K prefix tokens (CLS first,
-then a distillation token or registers, if any) and P patches on a g x g grid. Every
-function here works on our ViT, on torchvision's VisionTransformer (vitviz.models.tv_vit's
-adapter) and on timm's (vitviz.models.timm_vit's). A function that gets attention alone takes
-`prefix` (K, 1 by default); one that gets the model asks it (`num_prefix`).
+then a distillation token or registers, if any; none for SigLIP) and P patches on a g x g
+grid. Every function here works on every family vitviz reads (vitviz.models.loaded). A
+function that gets attention alone must be told the token layout (`prefix`: the model's
+record, its TokenLayout, or K); one that gets the model asks it.
+
+The maps start from the token the prediction reads (the layout's `reader`): CLS; CLS and the
+distillation token, averaged, for a distilled DeiT (it predicts with the mean of its two
+heads); SigLIP's pooling query, whose attention over the last block's tokens (its pooling
+head's) is the last step of rollout and the row its maps read.
 """
 
 from __future__ import annotations
@@ -12,23 +17,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vitviz.models.loaded import LoadedViT
+    from PIL import Image
 
-import math
+    from vitviz.models.loaded import LoadedViT, TokenLayout
 
 import torch
 
+from vitviz.explain.geometry import (  # noqa: F401  the Model tab's measures, here with the rest
+    grid_side,
+    mean_attention_distance,
+    patch_attention,
+    patch_centers,
+    patch_embed_components,
+    pos_embed_similarity,
+)
+from vitviz.explain.layout import needs_classes, num_prefix, read_row  # noqa: F401
 from vitviz.models.loaded import eval_mode, loaded
 from vitviz.models.vit import ViT, attend
 from vitviz.runtime import speed
 from vitviz.runtime.device import Precision
 from vitviz.runtime.speed import Choice, fp32
-
-
-def num_prefix(model: LoadedViT) -> int:
-    """K: how many tokens come before the patches (1 for CLS alone; 2 with DeiT's distillation token; 1 + the
-    registers for DINOv2 with registers)."""
-    return loaded(model).layout.num_prefix
 
 
 def classify(model: LoadedViT, tokens: torch.Tensor) -> torch.Tensor:
@@ -125,13 +133,22 @@ def gradient_rollout(model: LoadedViT, x: torch.Tensor, target: torch.Tensor | i
     """Class-specific relevance (Chefer, Gur & Wolf, ICCV 2021): (B, C, H, W) -> (B, P).
 
     Per layer A_bar = mean over heads of max(0, dy_t/dA * A); R starts at the
-    identity and R <- R + A_bar @ R; the map is R[CLS, patches]. `target` None
-    means the predicted class; an int or a (B,) tensor picks the class.
+    identity and R <- R + A_bar @ R; the map is the row the prediction reads
+    (`read_row`: CLS's; SigLIP's pooling query's, its A_bar times R). `target`
+    None means the predicted class; an int or a (B,) tensor picks the class.
     """
-    logits, attns = forward_with_attention(model, x, grad=True)
-    t = _targets(logits, target)
-    score = logits.gather(1, t[:, None]).sum()
-    return _relevance(attns, _grad(score, attns), num_prefix(model))
+    needs_classes(model)
+    out = intermediates(model, x, grad=True)
+    t = _targets(out["logits"], target)
+    return _relevance_of(model, out, out["logits"].gather(1, t[:, None]).sum())
+
+
+def _relevance_of(model: LoadedViT, out: dict, score: torch.Tensor) -> torch.Tensor:
+    """Gradient rollout's (B, P) map of `score` from one pass's intermediates."""
+    attns, pool = out["attn"], out.get("pool")
+    grads = _grad(score, attns + ([pool] if pool is not None else []))
+    bar = None if pool is None else (grads[-1].float() * pool.detach().float()).clamp(min=0).mean(1)  # (B, N)
+    return read_row(loaded(model).layout, _rolled(attns, grads[: len(attns)]), bar).detach()
 
 
 def _grad(score: torch.Tensor, attns: list[torch.Tensor], retain: bool = False) -> list[torch.Tensor]:
@@ -145,91 +162,31 @@ def _grad(score: torch.Tensor, attns: list[torch.Tensor], retain: bool = False) 
     return [g.view_as(a) for g, a in zip(torch.autograd.grad(score, targets, retain_graph=retain), attns)]
 
 
-def _relevance(attns: list[torch.Tensor], grads, prefix: int = 1) -> torch.Tensor:
-    """R[CLS, patches] (B, P) from per-layer attention and its gradient."""
+def _rolled(attns: list[torch.Tensor], grads) -> torch.Tensor:
+    """(B, N, N) relevance R from per-layer attention and its gradient (Chefer et al.'s rule)."""
     B, _, N, _ = attns[0].shape
     R = torch.eye(N, device=attns[0].device).expand(B, N, N)
     for a, g in zip(attns, grads):
         a_bar = (g.float() * a.detach().float()).clamp(min=0).mean(1)  # (B, N, N)
         R = R + a_bar @ R
-    return R[:, 0, prefix:].detach()
-
-
-def grid_side(num_patches: int) -> int:
-    g = math.isqrt(num_patches)
-    if g * g != num_patches:
-        raise ValueError(f"{num_patches} patches do not form a square grid")
-    return g
-
-
-def patch_centers(g: int, patch_size: float, device: torch.device | str | None = None) -> torch.Tensor:
-    """(P, 2) pixel coordinates (row, col) of the patch centres, row-major."""
-    idx = torch.arange(g, device=device, dtype=torch.float32)
-    rr, cc = torch.meshgrid(idx, idx, indexing="ij")
-    return (torch.stack([rr.flatten(), cc.flatten()], -1) + 0.5) * patch_size
-
-
-def mean_attention_distance(attn: torch.Tensor, patch_size: float, prefix: int = 1) -> torch.Tensor:
-    """(B, L, H, N, N) -> (L, H): attention-weighted distance in pixels from each query patch to the
-    key patches (prefix tokens left out, weights renormalised over patches), averaged over queries and images
-    (the ViT paper's Figure 7, right)."""
-    P = attn.shape[-1] - prefix
-    g = grid_side(P)
-    c = patch_centers(g, patch_size, attn.device)
-    dist = torch.cdist(c, c)  # (P, P)
-    w = attn[..., prefix:, prefix:].float()
-    w = w / w.sum(-1, keepdim=True).clamp_min(1e-12)
-    return (w * dist).sum(-1).mean(dim=(0, -1))  # (B, L, H, P) -> (L, H)
-
-
-def pos_embed_similarity(model: LoadedViT) -> torch.Tensor:
-    """(P, P) cosine similarity between the patch positions' learned embeddings (prefix tokens left out: the
-    patches' positions are the last P in every family)."""
-    v = loaded(model)
-    pe = v.adapter.pos_embed.detach()[0, -v.layout.num_patches :].float()  # (P, D)
-    pe = pe / pe.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    return (pe @ pe.T).clamp(-1, 1)
-
-
-def patch_embed_components(model: LoadedViT, k: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-k principal components of the patch-embedding filters (Figure 7, left).
-
-    Returns (components (k, C, p, p), each scaled to [0, 1] for display; explained variance ratio (k,)).
-    """
-    w = loaded(model).adapter.patch_embed.proj.weight.detach().float()  # (D, C, p, p)
-    D = w.shape[0]
-    flat = w.reshape(D, -1)
-    flat = flat - flat.mean(0, keepdim=True)
-    _, s, vh = torch.linalg.svd(flat, full_matrices=False)
-    k = max(1, min(k, vh.shape[0]))
-    comps = vh[:k].reshape(k, *w.shape[1:])
-    lo = comps.flatten(1).amin(1).view(k, 1, 1, 1)
-    hi = comps.flatten(1).amax(1).view(k, 1, 1, 1)
-    var = s**2
-    return (comps - lo) / (hi - lo).clamp_min(1e-12), (var[:k] / var.sum().clamp_min(1e-12))
-
-
-def patch_attention(attn: torch.Tensor, patch: int, prefix: int = 1) -> torch.Tensor:
-    """(B, L, H, N, N) -> (B, L, H, P): attention from patch `patch` (0-based, row-major) to every patch."""
-    P = attn.shape[-1] - prefix
-    if not 0 <= patch < P:
-        raise ValueError(f"patch must be in 0..{P - 1}")
-    return attn[..., prefix + patch, prefix:]
+    return R.detach()
 
 
 def attention_and_relevance(model: LoadedViT, x: torch.Tensor, target: torch.Tensor | int | None = None) -> dict:
     """One forward and one backward pass for what the Explore view draws: logits (B, C), the explained
     class (B,), attention (B, L, H, N, N), gradient rollout (B, P) and the logit lens (B, L, C). Rollout and
     distances are cheap functions of the attention; the caller computes the ones it shows."""
+    needs_classes(model)
     out = intermediates(model, x, grad=True)
     logits, attns, seen = out["logits"], out["attn"], out["tokens"]
     t = _targets(logits, target)
-    grads = _grad(logits.gather(1, t[:, None]).sum(), attns)
+    pool = out.get("pool")
     return {
         "logits": logits.detach().float(),
         "target": t,
         "attn": torch.stack([a.detach() for a in attns], 1).float(),
-        "grad_rollout": _relevance(attns, grads, num_prefix(model)),
+        "pool": None if pool is None else pool.detach().float(),  # SigLIP: its pooling query's attention (B, H, N)
+        "grad_rollout": _relevance_of(model, out, logits.gather(1, t[:, None]).sum()),
         "lens": lens(model, torch.stack([o.detach() for o in seen], 1)),  # the same pass's logit lens
         "norms": torch.stack([o.detach().float().norm(dim=-1) for o in seen], 1),
     }
@@ -291,7 +248,9 @@ def occlusion(
     faster for forward passes on this machine (`inference_precision`), else in bf16 (True) or fp32 (False: the
     exact path). The unoccluded image runs in the same precision as the occluded ones, so that rounding never
     shows up as a patch's effect."""
-    patch = loaded(model).layout.patch_size
+    needs_classes(model)
+    v = loaded(model)
+    patch = v.layout.patch_size
     B, _, H, W = x.shape
     P = (H // patch) * (W // patch)
     if bf16 is None:
@@ -302,7 +261,7 @@ def occlusion(
 
     def probs_of(images: torch.Tensor) -> torch.Tensor:
         with precision():
-            return model(images).float().softmax(-1)
+            return v.probabilities(v(images).float())
 
     with eval_mode(model):
         probs = probs_of(x)
@@ -320,20 +279,26 @@ def occlusion(
 def legrad(model: LoadedViT, x: torch.Tensor, target: torch.Tensor | int | None = None) -> torch.Tensor:
     """LeGrad (Bousselham et al., 2024): (B, C, H, W) -> (B, P), each image's map scaled to 0..1.
 
-    For every layer l the CLS token after block l goes through the final norm and head, as if the model
-    stopped there; s_l is the target class's logit. The gradient of s_l with respect to layer l's attention
-    (B, H, N, N), its positive part averaged over heads and over query tokens, gives each key token's
-    sensitivity; the patches' values are summed over the layers and min-max scaled per image (all zeros
-    when nothing depends on the patches). `target` None: the predicted class."""
+    For every layer l the tokens after block l go through the final norm and head, as if the model stopped
+    there; s_l is the target's score (a class's logit; for CLIP and SigLIP the label's image-text score, from
+    the CLS token's projection or SigLIP's pooling head). The gradient of s_l with respect to the attention that
+    forms it, its positive part averaged over heads (and over query tokens), gives each token's sensitivity:
+    layer l's self-attention for a model that reads CLS; for SigLIP, as the paper does, its pooling head's
+    attention applied to layer l's tokens. The patches' values are summed over the layers and min-max scaled
+    per image (all zeros when nothing depends on the patches). `target` None: the predicted class."""
+    needs_classes(model)
+    v = loaded(model)
     out = intermediates(model, x, grad=True)
-    logits, attns, K = out["logits"], out["attn"], num_prefix(model)
-    t = _targets(logits, target)
+    attns, K = out["attn"], v.layout.num_prefix
+    t = _targets(out["logits"], target)
+    pooled = v.layout.reader == "pooling query"
     total = torch.zeros(x.shape[0], attns[0].shape[-1] - K, device=x.device)
-    with torch.enable_grad():  # the final norm and head on each block's CLS token, in the same graph
+    with torch.enable_grad():  # each layer's tokens through the final norm and head, in the same graph
         for layer, (tokens, a) in enumerate(zip(out["tokens"], attns)):
-            s = classify(model, tokens).gather(1, t[:, None]).sum()
-            g = _grad(s, [a], retain=layer < len(attns) - 1)[0]
-            total += g.float().clamp(min=0).mean(dim=(1, 2))[:, K:]
+            logits, a = v.adapter.pool(tokens) if pooled else (classify(model, tokens), a)
+            s = logits.gather(1, t[:, None]).sum()
+            g = _grad(s, [a], retain=layer < len(attns) - 1)[0].float().clamp(min=0)
+            total += g.mean(1) if pooled else g.mean(dim=(1, 2))[:, K:]
     lo, hi = total.amin(1, keepdim=True), total.amax(1, keepdim=True)
     return ((total - lo) / (hi - lo).clamp_min(1e-30) * (hi > lo)).detach()
 
@@ -348,11 +313,13 @@ def token_norms(model: LoadedViT, x: torch.Tensor) -> torch.Tensor:
 OUTLIER_RATIO = 2.5
 
 
-def norm_outliers(norms: torch.Tensor, ratio: float = OUTLIER_RATIO, prefix: int = 1) -> list[tuple[int, int, float]]:
+def norm_outliers(
+    norms: torch.Tensor, ratio: float = OUTLIER_RATIO, *, prefix: LoadedViT | TokenLayout | int
+) -> list[tuple[int, int, float]]:
     """High-norm patch tokens in one image's (L, N) token norms: (layer, patch, norm / the layer's median
     patch norm) for every patch at least `ratio` times that median, 0-based, largest first. The prefix tokens
-    (CLS, registers) are left out: their norms differ by design."""
-    patches = norms[:, prefix:].float()
+    (CLS, registers) are left out: their norms differ by design. `prefix`: the token layout (see `num_prefix`)."""
+    patches = norms[:, num_prefix(prefix) :].float()
     times = patches / patches.median(-1, keepdim=True).values.clamp_min(1e-12)
     layer, patch = torch.nonzero(times >= ratio, as_tuple=True)
     found = [(int(a), int(b), float(times[a, b])) for a, b in zip(layer, patch)]
@@ -376,17 +343,33 @@ def walk(model: LoadedViT, x: torch.Tensor) -> dict:
 
 def lens(model: LoadedViT, blocks: torch.Tensor) -> torch.Tensor:
     """(B, L, N, D) block outputs -> (B, L, C) class probabilities: each block's tokens through the model's
-    final norm and head (what the model would predict if it stopped there)."""
-    dtype = loaded(model).dtype
+    final norm and head (what the model would predict if it stopped there; for CLIP and SigLIP, each layer's
+    pooled token through the final norm and projection against every label), by the model's own rule."""
+    v = loaded(model)
     with torch.no_grad():
-        return (
-            torch.stack([classify(model, blocks[:, i].to(dtype)) for i in range(blocks.shape[1])], 1)
-            .float()
-            .softmax(-1)
+        return v.probabilities(
+            torch.stack([classify(v, blocks[:, i].to(v.dtype)) for i in range(blocks.shape[1])], 1).float()
         )
 
 
 def logit_lens(model: LoadedViT, x: torch.Tensor) -> torch.Tensor:
     """The logit lens: (B, C, H, W) -> (B, L, C) class probabilities after each block. The last layer's is the
-    model's own prediction. Works for our ViT and torchvision's."""
+    model's own prediction."""
+    needs_classes(model)
     return lens(model, walk(model, x)["blocks"])
+
+
+def zero_shot(
+    image: Image.Image, model: LoadedViT, labels: str | list[str] | None = None, template: str | None = None
+) -> dict[str, float]:
+    """{label: probability} of a PIL image for a model with a text tower (CLIP, SigLIP), labels comma-separated or
+    a list (None: vitviz.models.words.DEFAULT_LABELS), in `template` ("a photo of a {}."): CLIP's softmax over
+    the labels, SigLIP's independent sigmoids. For the maps of a label, explain with
+    `vitviz.models.words.with_labels(model, labels)` as the model."""
+    from vitviz.data.images import preprocess
+    from vitviz.models.words import with_labels
+
+    v = with_labels(model, labels, template)
+    with torch.no_grad():
+        p = v.probabilities(v(preprocess(image, v).to(v.device)).float())[0]
+    return dict(zip(v.card.classes, p.tolist()))

@@ -64,14 +64,15 @@ METHODS = {
         ),
         Method(
             "attention rollout",
-            "rolled-out attention from CLS",
-            "Attention from CLS multiplied through every layer (Abnar & Zuidema, 2020); the same for every class.",
+            "rolled-out attention from {reader}",
+            "Attention from {reader} multiplied through every layer (Abnar & Zuidema, 2020); the same for every class.",
             False,
         ),
         Method(
             "last-layer attention",
-            "attention weight from CLS",
-            "The last layer's attention from CLS, averaged over its heads; the same for every class.",
+            "attention weight from {reader}",
+            "The last attention {reader} gives (the last layer's, or a pooling head's), averaged over its heads; "
+            "the same for every class.",
             False,
         ),
     )
@@ -83,17 +84,25 @@ RANDOM = "random order"  # the baseline every deletion curve is drawn against
 
 def relevance(model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tensor | int | None = None) -> torch.Tensor:
     """(B, P) values of `method` for the images `x` and class `target` (None: the predicted class)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+    if METHODS[method].class_specific:
+        I.needs_classes(model)
     if method == "gradient rollout":
         return I.gradient_rollout(model, x, target)
     if method == "LeGrad":
         return I.legrad(model, x, target)
     if method == "occlusion":
         return I.occlusion(model, x, target)
+    with torch.no_grad():
+        out = I.intermediates(model, x)
+    attn, pool = torch.stack(out["attn"], 1).float(), out.get("pool")
+    pool = None if pool is None else pool.float().mean(1)  # SigLIP: its pooling query's attention, heads averaged
+    layout = loaded(model).layout
     if method == "attention rollout":
-        return I.attention_rollout(I.attention_maps(model, x))[:, 0, I.num_prefix(model) :]
-    if method == "last-layer attention":
-        return I.attention_maps(model, x)[:, -1, :, 0, I.num_prefix(model) :].mean(1)
-    raise ValueError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+        return I.read_row(layout, I.attention_rollout(attn), pool)
+    eye = torch.eye(attn.shape[-1], device=attn.device).expand_as(attn[:, -1, 0])
+    return I.read_row(layout, eye if pool is not None else attn[:, -1].mean(1), pool)  # last-layer attention
 
 
 def forward_gflop(cfg: ViTConfig) -> float:
@@ -134,6 +143,7 @@ def curves(
 ) -> torch.Tensor:
     """(B, steps + 1) probability of `target` (B,) as the patches are hidden (or, `insertion`, revealed)
     most relevant first, after 0, 1/steps, ..., all of them."""
+    v = loaded(model)
     B, P = relevance.shape
     r = ranks(relevance)
     counts = [round(k * P / steps) for k in range(steps + 1)]
@@ -143,7 +153,7 @@ def curves(
     masked = hide(model, xs, hidden.reshape(-1, P))
     with eval_mode(model):
         probs = torch.cat(
-            [model(masked[i : i + batch_size]).float().softmax(-1) for i in range(0, len(masked), batch_size)]
+            [v.probabilities(v(masked[i : i + batch_size]).float()) for i in range(0, len(masked), batch_size)]
         )
     return probs.view(B, len(counts), -1).gather(2, target.view(B, 1, 1).expand(B, len(counts), 1))[..., 0]
 

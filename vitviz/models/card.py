@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from vitviz.models.vit import ViTConfig
 
 DATASET_NAMES = {"cifar10": "CIFAR-10", "mnist": "MNIST", "imagenet": "ImageNet-1k"}
-KINDS = ("shipped", "trained", "uploaded", "torchvision", "timm", "built")
+KINDS = ("shipped", "trained", "uploaded", "torchvision", "timm", "transformers", "built")
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,11 @@ class ModelCard:
     metrics: dict = field(default_factory=dict)  # val_acc, test_acc, epoch, train_seconds, ...
     history: tuple = ()  # one record per epoch
     needs_internet: bool = False  # its weights are downloaded on first use
+    # how an image becomes its input: () the centre square resized (bicubic); a transformers model's processor:
+    # ("shortest", edge, crop, resample) or ("exact", height, width, resample), resample a PIL filter number
+    prepare: tuple = ()
+    template: str = ""  # a model with a text tower: the prompt its labels are scored in ("a photo of a {}.")
+    text: object = field(default=None, compare=False, repr=False)  # its tokenizer and label sets (models.words)
 
     def __post_init__(self):
         if len(self.classes) != self.config.num_classes:

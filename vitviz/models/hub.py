@@ -27,7 +27,9 @@ def load_model(
     initialised, with no download); "timm/<name>": a timm ViT by its pretrained tag, e.g.
     "timm/deit_small_patch16_224.fb_in1k" (weights through timm's pretrained path, the Hugging Face
     cache when offline; `weights=` a local .safetensors file; `pretrained=False` random weights);
-    anything else: the checkpoint at that path.
+    "hf:<org>/<repo>" (or "hf:<folder>" that `save_pretrained` wrote): a `transformers` ViT, DeiT, DINOv2,
+    DINOv3, CLIP or SigLIP model (vitviz.models.hf_vit; CLIP and SigLIP come with labels in words, which
+    vitviz.models.words.with_labels changes); anything else: the checkpoint at that path.
 
     A model with more than `max_params` parameters is refused (vitviz.models.bound.TooLarge) before anything
     is downloaded or allocated: by default the bound is VITVIZ_MAX_MODEL_PARAMS (200 million unless set);
@@ -38,6 +40,10 @@ def load_model(
 
 def _module(path, device: str, pretrained: bool, weights, max_params: int | None):
     key = "cifar10" if path is None else str(path)
+    if key.startswith("hf:"):
+        from vitviz.models.hf_vit import load_hf
+
+        return load_hf(key.removeprefix("hf:"), device=device, max_params=max_params, pretrained=pretrained)
     if key.startswith("timm/"):
         from vitviz.models.timm_vit import load_timm
 
@@ -62,5 +68,9 @@ def import_families() -> None:
     import timm.models.vision_transformer  # noqa: F401
     import torchvision.models  # noqa: F401
     import torchvision.models.vision_transformer  # noqa: F401
+    import transformers  # noqa: F401
+    from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer  # noqa: F401
 
-    from vitviz.models import timm_vit, tv_vit  # noqa: F401
+    from vitviz.models import hf_towers, hf_vit, timm_vit, tv_vit, words  # noqa: F401
+
+    hf_towers.register_attention()

@@ -9,7 +9,7 @@ block's tokens; `eval_mode` runs a block in eval mode without writing to a model
 
 `load_model` builds the record once; `loaded(module)` builds one for a module passed in (an
 adapter holds only references), so nothing is kept on the module. Each family's particulars live in
-its adapter: vitviz.models.vit (ours), vitviz.models.tv_vit, vitviz.models.timm_vit.
+its adapter: vitviz.models.vit (ours), vitviz.models.tv_vit, vitviz.models.timm_vit, vitviz.models.hf_towers.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class TokenLayout:
     prefix: tuple[str, ...]  # the tokens before the patches, by name: ("CLS",), ("CLS", "distillation"), ...
     grid: tuple[int, int]  # patch rows x columns
     patch_size: int  # pixels
+    reader: str = "CLS"  # the token(s) the prediction reads: "CLS", "CLS and distillation", "pooling query"
 
     @property
     def num_prefix(self) -> int:
@@ -40,7 +41,10 @@ class TokenLayout:
         return self.num_prefix + self.num_patches
 
     def counted(self) -> str:
-        """The prefix tokens in words, registers counted: "CLS", "CLS + distillation", "CLS + 4 registers"."""
+        """The prefix tokens in words, registers counted: "CLS", "CLS + distillation", "CLS + 4 registers"; for a
+        model with none (SigLIP), what reads the patches instead."""
+        if not self.prefix:
+            return f"no token before them (a {self.reader} reads them after the last block)"
         registers = sum(name.startswith("register") for name in self.prefix)
         named = [name for name in self.prefix if not name.startswith("register")]
         return " + ".join(named + ([f"{registers} register{'s' * (registers > 1)}"] if registers else []))
@@ -123,9 +127,21 @@ class LoadedViT:
         """Logits from (B, N, D) tokens as the final norm and head read them."""
         return self.adapter.classify(tokens)
 
+    @property
+    def zero_shot(self) -> bool:
+        """Whether its classes are words a visitor chooses (CLIP, SigLIP: vitviz.models.words)."""
+        return getattr(self.adapter, "text", None) is not None
+
+    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """Class probabilities by the model's own rule: the softmax over the classes, or, for SigLIP, each
+        label's own sigmoid (never renormalised)."""
+        words = getattr(self.adapter, "words", None)
+        return logits.sigmoid() if words is not None and words.sigmoid else logits.softmax(-1)
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits of a plain forward pass, in eval mode."""
         with eval_mode(self.module):
-            return self.module(x)
+            return getattr(self.adapter, "logits", self.module)(x)
 
 
 def module_of(model: torch.nn.Module | LoadedViT) -> torch.nn.Module:
@@ -137,9 +153,12 @@ def loaded(model: torch.nn.Module | LoadedViT) -> LoadedViT:
     """The record of `model` (a module of a supported family, or a record, handed back)."""
     if isinstance(model, LoadedViT):
         return model
+    from vitviz.models.hf_vit import is_hf
     from vitviz.models.timm_vit import TimmAdapter, is_timm_vit
     from vitviz.models.tv_vit import TorchvisionAdapter, is_torchvision_vit
 
+    if is_hf(model):
+        return _hf_record(model)
     card = card_of(model)
     if is_torchvision_vit(model):
         adapter = TorchvisionAdapter(model)
@@ -148,6 +167,24 @@ def loaded(model: torch.nn.Module | LoadedViT) -> LoadedViT:
     else:
         adapter = model  # our ViT has the names itself
     cfg = card.config
-    return LoadedViT(
-        model, card, adapter, TokenLayout(tuple(adapter.prefix_names()), (cfg.grid_size, cfg.grid_size), cfg.patch_size)
+    layout = TokenLayout(
+        tuple(adapter.prefix_names()), (cfg.grid_size, cfg.grid_size), cfg.patch_size, getattr(adapter, "reader", "CLS")
     )
+    return LoadedViT(model, card, adapter, layout)
+
+
+def _hf_record(model: torch.nn.Module) -> LoadedViT:
+    """The record of a `transformers` model vitviz loaded (vitviz.models.hf_vit), with the default labels when it
+    reads words."""
+    from vitviz.models.hf_towers import HFAdapter
+    from vitviz.models.words import with_labels
+
+    card = model.__dict__.get("card")
+    if card is None:
+        raise ValueError("this transformers model was not loaded by vitviz: use vitviz.load_model('hf:...')")
+    adapter = HFAdapter(model)
+    adapter.text = card.text
+    cfg = card.config
+    layout = TokenLayout(tuple(adapter.prefix_names()), (cfg.grid_size, cfg.grid_size), cfg.patch_size, adapter.reader)
+    record = LoadedViT(model, card, adapter, layout)
+    return with_labels(record) if adapter.text is not None else record

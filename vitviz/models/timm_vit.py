@@ -116,6 +116,12 @@ class TimmAdapter:
             raise TimmError(f"this model has {self.num_prefix_tokens} prefix tokens vitviz cannot name")
         return names
 
+    @property
+    def reader(self) -> str:
+        """The token(s) the prediction reads: CLS, or CLS and the distillation token (a distilled DeiT predicts
+        with the mean of its two heads)."""
+        return "CLS and distillation" if getattr(self.model, "dist_token", None) is not None else "CLS"
+
     def embeddings(self) -> list:
         """The learned prefix tokens and the positional embedding."""
         m = self.model

@@ -248,13 +248,15 @@ def layer_head_grid(
     cmap: str = "inferno",
     alpha: float = 0.7,
     mode: str = "nearest",
+    row_labels: list[str] | None = None,
 ) -> np.ndarray:
-    """(L, H, g, g) per-head maps, each scaled to [0, 1], over the image: one row per layer, one column per head."""
+    """(L, H, g, g) per-head maps, each scaled to [0, 1], over the image: one row per layer (or per
+    `row_labels`), one column per head."""
     m = as_array(maps)
     L, H = m.shape[:2]
     tiles = overlays(pixels, m.reshape(L * H, *m.shape[2:]), tile_size, cmap, alpha, mode)
     rows = [[tiles[i * H + j] for j in range(H)] for i in range(L)]
-    return tile(rows, [f"layer {i + 1}" for i in range(L)], [f"head {j + 1}" for j in range(H)])
+    return tile(rows, row_labels or [f"layer {i + 1}" for i in range(L)], [f"head {j + 1}" for j in range(H)])
 
 
 def lens_grid(

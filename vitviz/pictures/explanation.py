@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vitviz.data.datasets import pixels_to_tensor, to_pixels
+from vitviz.data.images import pixels_to_tensor, to_pixels
 from vitviz.explain import interpret as I
 from vitviz.models.loaded import loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures import figures as FG
-from vitviz.pictures.panels import Scale, panel
+from vitviz.pictures.panels import Scale, message_panel, panel
 
 
 @dataclass
@@ -42,6 +42,7 @@ class Explanation:
     prefix: int = 1  # the tokens before the patches: CLS, then distillation or register tokens
     original: np.ndarray | None = None  # the visitor's image as uploaded (a thumbnail), before the crop
     features: torch.Tensor | None = None  # (P, D) the patches' final features, for a model without a classifier
+    pool: torch.Tensor | None = None  # (H, N) SigLIP: its pooling query's attention over the last block's tokens
 
     def __post_init__(self):
         self.maps.setdefault("gradient rollout", self.grad_rollout)  # made in the analysis's own pass
@@ -71,7 +72,9 @@ def original_thumbnail(image: Image.Image, box: int = 200) -> np.ndarray:
 
 def image_to_pixels(model: LoadedViT, image: Image.Image) -> np.ndarray:
     card = loaded(model).card
-    return to_pixels(image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark)
+    return to_pixels(
+        image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark, prepare=card.prepare
+    )
 
 
 def parse_target(model: LoadedViT, target: int | None) -> int | None:
@@ -115,13 +118,14 @@ def analyse(model: LoadedViT, pixels: np.ndarray, target: int | None = None) -> 
     ex = I.attention_and_relevance(model, x, target=parse_target(model, target))
     return Explanation(
         pixels,
-        ex["logits"][0].softmax(-1).cpu(),
+        v.probabilities(ex["logits"][0]).cpu(),
         int(ex["target"][0]),
         ex["attn"][0].cpu(),
         ex["grad_rollout"][0].cpu(),
         ex["lens"][0].cpu(),
         ex["norms"][0].cpu(),
         prefix=K,
+        pool=None if ex["pool"] is None else ex["pool"][0].cpu(),
     )
 
 
@@ -139,17 +143,30 @@ def class_map(model: LoadedViT, ex: Explanation, method: str) -> torch.Tensor:
 def what_it_knows(model: LoadedViT) -> str:
     """The prediction box's title: which classes the model knows, at what size (a photo of anything else still
     gets one of them)."""
-    card = loaded(model).card
+    v = loaded(model)
+    card = v.card
     s, n = card.config.image_size, len(card.classes)
     if n == 0:
         return "No prediction: this model has no classifier (it learned without labels)"
+    if v.zero_shot:
+        rule = "each its own sigmoid: they need not add up to 100%" if v.adapter.words.sigmoid else "softmax over them"
+        return f"Zero-shot: your {n} label{'s' * (n > 1)}, scored against the image ({rule})"
     if n <= 12:
         return f"Top 5 (this model knows only {n} classes, at {s}x{s} px)"
     return f"Top 5 of the {n:,} classes it knows ({s}x{s} px)"
 
 
-def top_k(model: LoadedViT, probs: torch.Tensor, k: int = 5) -> dict[str, float]:
+def shown_classes(model: LoadedViT) -> int:
+    """How many classes the prediction box lists: the top 5, or every label of a model scored in words (up to
+    10)."""
+    v = loaded(model)
+    return min(10, len(v.card.classes)) if v.zero_shot else 5
+
+
+def top_k(model: LoadedViT, probs: torch.Tensor, k: int | None = None) -> dict[str, float]:
+    """The `k` most probable classes (None: `shown_classes`) with their probabilities."""
     classes = loaded(model).card.classes
+    k = shown_classes(model) if k is None else k
     p, i = probs.topk(min(k, len(probs)))
     return {classes[j]: float(v) for v, j in zip(p.tolist(), i.tolist())}
 
@@ -172,7 +189,7 @@ def pos_tile_size(grid: int) -> int:
 class ModelSummary:
     """The Model tab's pictures that depend only on the model (and its example images), computed once."""
 
-    similarity: torch.Tensor  # (P, P) positional-embedding cosine similarity
+    similarity: torch.Tensor | None  # (P, P) positional-embedding cosine similarity; None: rotary positions
     distances: torch.Tensor  # (L, H) mean attention distance of every head, in pixels
     uniform: float  # the distance uniform attention would give
     components: torch.Tensor  # (k, C, p, p) the patch-embedding filters' principal components, each in [0, 1]
@@ -188,7 +205,7 @@ def distance_over_batch(model: LoadedViT, images: list[np.ndarray], batch_size: 
     total, n = None, 0
     for i in range(0, len(images), batch_size):
         x = torch.cat([pixels_to_tensor(p, card.mean, card.std) for p in images[i : i + batch_size]]).to(device)
-        d = I.mean_attention_distance(I.attention_maps(model, x), card.config.patch_size, I.num_prefix(model)) * len(x)
+        d = I.mean_attention_distance(I.attention_maps(model, x), card.config.patch_size, prefix=model) * len(x)
         total = d if total is None else total + d
         n += len(x)
     return total / max(1, n)
@@ -199,11 +216,11 @@ def summarise_model(model: LoadedViT, images: list[np.ndarray]) -> ModelSummary:
     drawn for each visitor, in their style)."""
     cfg = loaded(model).card.config
     comps, var = I.patch_embed_components(model, 16)
-    N = 1 + cfg.num_patches
+    N = cfg.num_patches  # uniform attention over the patches alone: the same whatever comes before them
     return ModelSummary(
         similarity=I.pos_embed_similarity(model),
         distances=distance_over_batch(model, images),
-        uniform=float(I.mean_attention_distance(torch.full((1, 1, 1, N, N), 1.0 / N), cfg.patch_size)),
+        uniform=float(I.mean_attention_distance(torch.full((1, 1, 1, N, N), 1.0 / N), cfg.patch_size, prefix=0)),
         components=comps,
         variance=var,
         card=model_card(model),
@@ -249,6 +266,14 @@ def default_position(cfg: ViTConfig) -> int:
 def position_pictures(summary: ModelSummary, cfg: ViTConfig, position: int) -> tuple[np.ndarray, np.ndarray]:
     """(the similarity tiles with `position` outlined, that position's similarity map large): cheap redraws."""
     g = cfg.grid_size
+    if summary.similarity is None:  # rotary positions (DINOv3): no embedding per position to compare
+        why = (
+            "This model learns no embedding per position: it turns each query and key by its patch's position "
+            "(rotary positions), so there is no positional embedding to compare."
+        )
+        return message_panel(display_size(cfg), "Positional embeddings", why), message_panel(
+            display_size(cfg), f"Position {position}", why
+        )
     scale = Scale("cosine similarity of positional embeddings", -1.0, 1.0, "one scale for all tiles", cmap="viridis")
     tiles = R.pos_similarity_tiles(summary.similarity, tile_size=pos_tile_size(g), highlight=position)
     large = R.similarity_map(summary.similarity, position, display_size(cfg))
@@ -277,10 +302,7 @@ def model_card(model: LoadedViT) -> str:
         f"patch {cfg.patch_size} -> a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patches + {prefix}",
         f"- **Transformer:** depth {cfg.depth}, {cfg.num_heads} heads, width {cfg.embed_dim}, "
         f"MLP {int(cfg.embed_dim * cfg.mlp_ratio)}; {params:,} parameters",
-        f"- **Classes ({cfg.num_classes}):** " + ", ".join(card.classes[:12]) + (" ..." if cfg.num_classes > 12 else "")
-        if cfg.num_classes
-        else "- **Classes:** none. This model has no classifier: it was trained to give features "
-        "(self-supervised), so its pictures show attention and features, not classes.",
+        _classes_line(r),
     ]
     acc = card.accuracy()
     if acc:
@@ -288,6 +310,25 @@ def model_card(model: LoadedViT) -> str:
     if card.train:
         rows.append(_training_line(card))
     return "\n".join(rows)
+
+
+def _classes_line(r: LoadedViT) -> str:
+    card, n = r.card, r.card.config.num_classes
+    if r.zero_shot:
+        rule = "each label's own sigmoid" if r.adapter.words.sigmoid else "a softmax over the labels"
+        return (
+            f"- **Labels ({n}), in your words:** "
+            + ", ".join(card.classes[:12])
+            + (" ..." if n > 12 else "")
+            + f'. Each is written into the prompt "{card.template}", read by the text tower, and scored by its '
+            f"cosine with the image's embedding ({rule})."
+        )
+    if n:
+        return f"- **Classes ({n}):** " + ", ".join(card.classes[:12]) + (" ..." if n > 12 else "")
+    return (
+        "- **Classes:** none. This model has no classifier: it was trained to give features (self-supervised), so "
+        "its pictures show attention and features, not classes."
+    )
 
 
 def _duration(seconds: float) -> str:

@@ -21,7 +21,6 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
-from PIL import Image, ImageDraw
 
 from vitviz.explain import interpret as I
 from vitviz.explain.methods import DEFAULT_CLASS_MAP, METHODS
@@ -29,7 +28,8 @@ from vitviz.models.loaded import TokenLayout, loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures.backbone import backbone_panel, similarity_panel
 from vitviz.pictures.explanation import Explanation, class_map, nearest_one_based, top_k
-from vitviz.pictures.input_view import main_size, original_picture, sees_picture
+from vitviz.pictures.input_view import first_tile, main_size, original_picture, sees_picture
+from vitviz.pictures.layers import lens_panel, norms_panel
 from vitviz.pictures.panels import Scale, is_flat, message_panel, panel
 
 
@@ -117,15 +117,19 @@ def token_name(patch: int | None) -> str:
     return "CLS" if patch is None else f"patch {patch}"
 
 
-def selected_row(layout: TokenLayout, o: Options) -> int:
-    """The selected token's place in the sequence (its row of attention): a prefix token, or K + the patch."""
+def selected_row(layout: TokenLayout, o: Options) -> int | None:
+    """The selected token's place in the sequence (its row of attention): a prefix token, or K + the patch; None
+    for SigLIP's pooling query (it is in no block: its attention is its pooling head's)."""
+    if o.patch is None and layout.num_prefix == 0:
+        return None
     return o.prefix if o.patch is None else layout.num_prefix + o.patch
 
 
 def selected_name(model: LoadedViT, o: Options) -> str:
-    """The selected token's name in this model: "patch 17", "CLS", "register 2"."""
+    """The selected token's name in this model: "patch 17", "CLS", "register 2", "pooling query"."""
     layout = loaded(model).layout
-    return layout.name(selected_row(layout, o))
+    row = selected_row(layout, o)
+    return layout.reader if row is None else layout.name(row)
 
 
 def signed_scale(m: torch.Tensor, what: str, sides: str) -> Scale:
@@ -157,8 +161,10 @@ class _Drawer:
         self.mode = "bilinear" if o.smooth else "nearest"
         self.K = ex.prefix  # CLS, then distillation or register tokens
         layout = loaded(model).layout
-        self.row = selected_row(layout, o)  # the selected token's row of attention
-        self.who = layout.name(self.row)
+        self.row = selected_row(layout, o)  # the selected token's row of attention; None: SigLIP's pooling query
+        self.who = selected_name(model, o)
+        # SigLIP's pooling query: its attention is its pooling head's (H, N), after the last block
+        self.pool = ex.pool if self.row is None else None
         self._roll = None
         self.model = model
         # what _token_row does to a selected patch's own weight, said on every picture drawn from it
@@ -171,7 +177,10 @@ class _Drawer:
 
     def _token_row(self, m: torch.Tensor) -> torch.Tensor:
         """The selected token's row over the patches; a patch's own weight drawn at the others' maximum (it
-        would drown the rest)."""
+        would drown the rest). SigLIP's pooling query reads rolled-out relevance `m` through its pooling head's
+        attention (heads averaged)."""
+        if self.row is None:
+            return self.pool.mean(0) @ m[..., :, self.K :]
         r = m[..., self.row, self.K :].clone()
         if self.o.patch is not None and r.shape[-1] > 1:
             others = torch.cat([r[..., : self.o.patch], r[..., self.o.patch + 1 :]], -1)
@@ -192,7 +201,7 @@ class _Drawer:
         return np.asarray(R.draw_grid(pic, self.g, numbers=False, highlight=self.o.patch, color=(90, 90, 90)))
 
     def sees(self) -> np.ndarray:
-        return sees_picture(self.ex.pixels, self.g, self.S, self.o.patch)
+        return sees_picture(self.ex.pixels, self.g, self.S, self.o.patch, first_tile(loaded(self.model).layout))
 
     def rollout(self) -> np.ndarray:
         return self._own(
@@ -204,7 +213,8 @@ class _Drawer:
             return similarity_panel(self.ex, self.o.patch, self.S, self.o.alpha)
         method = METHODS[self.o.method]
         cls = self.card.classes[self.ex.target]
-        why = "the predicted class" if self.ex.target == int(self.ex.probs.argmax()) else "the chosen class"
+        noun = "label" if loaded(self.model).zero_shot else "class"
+        why = f"the predicted {noun}" if self.ex.target == int(self.ex.probs.argmax()) else f"the chosen {noun}"
         title = f"{method.name[0].upper() + method.name[1:]}" + (f" for '{cls}'" if method.class_specific else "")
         m = class_map(self.model, self.ex, method.name)
         if is_flat(m):
@@ -220,6 +230,8 @@ class _Drawer:
     def head_large(self) -> np.ndarray:
         layer = nearest_one_based(self.o.layer, self.L)
         head = nearest_one_based(self.o.head, self.H, default=1)
+        if self.row is None:
+            return self._pool_head(head)
         m = self._token_row(self.ex.attn[layer - 1, head - 1])
         lo, hi = float(m.min()), float(m.max())
         pic = R.overlay(
@@ -227,10 +239,10 @@ class _Drawer:
         )
         to_prefix = float(self.ex.attn[layer - 1, head - 1, self.row, : self.K].sum())
         names = "CLS" if self.K == 1 else f"CLS and the other {self.K - 1} prefix token(s)"
+        share = f" ({names} {'takes' if self.K == 1 else 'take'} {100 * to_prefix:.0f}% of it)" if self.K else ""
         return panel(
             self._outline(pic),
-            f"Layer {layer}, head {head}: attention from {self.who} "
-            f"({names} {'takes' if self.K == 1 else 'take'} {100 * to_prefix:.0f}% of it)",
+            f"Layer {layer}, head {head}: attention from {self.who}{share}",
             Scale("attention weight" + self.own, lo, hi),
         )
 
@@ -248,12 +260,37 @@ class _Drawer:
 
     def original(self) -> np.ndarray:
         return (
-            original_picture(self.ex.original, self.card.config.image_size)
+            original_picture(self.ex.original, self.card.config.image_size, self.card.prepare)
             if self.ex.original is not None
             else message_panel(160, "Your image", "The image as uploaded is shown here.")
         )
 
+    def _pool_head(self, head: int) -> np.ndarray:
+        """One head of SigLIP's pooling head: the pooling query's attention over the last block's tokens."""
+        m = self.pool[head - 1, self.K :]
+        lo, hi = float(m.min()), float(m.max())
+        pic = R.overlay(
+            self.ex.pixels, m.view(self.g, self.g), self.S, alpha=self.o.alpha, mode="nearest", vmin=lo, vmax=hi
+        )
+        return panel(
+            pic,
+            f"Pooling head, head {head}: attention from the pooling query over the last block's tokens "
+            "(it takes part in no layer)",
+            Scale("attention weight", lo, hi),
+        )
+
     def heads(self) -> np.ndarray:
+        if self.row is None:  # the pooling query attends once, in the pooling head: its heads in one row
+            maps, scale = scale_tiles(self.pool[:, self.K :].reshape(self.H, self.g, self.g), self.o.shared)
+            small = max(48, min(96, 576 // self.H))
+            grid = R.layer_head_grid(
+                self.ex.pixels,
+                maps.view(1, self.H, self.g, self.g),
+                tile_size=small,
+                alpha=max(self.o.alpha, 0.5),
+                row_labels=["pooling head"],
+            )
+            return panel(grid, "Attention from the pooling query in each head of the pooling head", scale)
         maps = self._token_row(self.ex.attn).reshape(self.L * self.H, self.g, self.g)
         maps, scale = scale_tiles(maps, self.o.shared)
         scale = Scale(scale.what + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
@@ -262,78 +299,6 @@ class _Drawer:
             self.ex.pixels, maps.view(self.L, self.H, self.g, self.g), tile_size=small, alpha=max(self.o.alpha, 0.5)
         )
         return panel(grid, f"Attention from {self.who} in every layer and head", scale)
-
-
-def locks_in(lens: torch.Tensor) -> int:
-    """The first block (1-based) after which the leading class of the (L, C) logit lens is the final
-    prediction and stays so."""
-    top = lens.argmax(-1).tolist()
-    k = len(top)
-    while k > 1 and top[k - 2] == top[-1]:
-        k -= 1
-    return k
-
-
-def lens_panel(classes: tuple[str, ...] | list[str], lens: torch.Tensor) -> np.ndarray:
-    """The (L, C) logit lens as a picture: the classes that lead after some block, or end in the top 5."""
-    L = lens.shape[0]
-    keep = list(dict.fromkeys(lens.argmax(-1).tolist() + lens[-1].topk(min(5, len(classes))).indices.tolist()))[:8]
-    grid = R.lens_grid(lens[:, keep], [f"after block {i + 1}" for i in range(L)], [classes[i] for i in keep])
-    return panel(
-        grid,
-        f"Logit lens: the prediction after each block (final from block {locks_in(lens)} on)",
-        Scale("probability", 0.0, 1.0, "one scale for all cells", cmap="viridis"),
-    )
-
-
-def norm_sentence(found: list[tuple[int, int, float]]) -> str:
-    """The outlying patch tokens of `interpret.norm_outliers`, in words."""
-    if not found:
-        return f"no outliers (none reaches {I.OUTLIER_RATIO:g}x its layer's median)"
-    by_patch: dict[int, list] = {}
-    for layer, patch, times in found:
-        by_patch.setdefault(patch, []).append((layer, times))
-    parts = [
-        f"patch {p} (block{'s' if len(v) > 1 else ''} {', '.join(str(l + 1) for l, _ in sorted(v))}; "
-        f"{max(t for _, t in v):.1f}x the median)"
-        for p, v in list(by_patch.items())[:4]
-    ]
-    more = f" and {len(by_patch) - 4} more" if len(by_patch) > 4 else ""
-    return "outliers outlined: " + "; ".join(parts) + more
-
-
-def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: float, prefix: int = 1) -> np.ndarray:
-    """Each block's patch-token norms as a g x g tile on one scale, the outliers (interpret.norm_outliers)
-    outlined in white, titled with which tokens they are; CLS (and any registers) set apart in the title."""
-    patches = norms[:, prefix:].float()
-    lo, hi = float(patches.min()), float(patches.max())
-    scaled = ((patches - lo) / max(hi - lo, 1e-12)).view(L, g, g)
-    size = max(64, min(112, 720 // L))
-    tiles = R.overlays(pixels, scaled.numpy(), size, "inferno", max(alpha, 0.7), "nearest")
-    found = I.norm_outliers(norms, prefix=prefix)
-    for layer, patch, _ in found:
-        im = Image.fromarray(tiles[layer])
-        r, c = divmod(patch, g)
-        step = size / g
-        ImageDraw.Draw(im).rectangle(
-            [c * step, r * step, (c + 1) * step - 1, (r + 1) * step - 1], outline=(255, 255, 255), width=2
-        )
-        tiles[layer] = np.asarray(im)
-    strip = R.tile([list(tiles)], col_labels=[f"after block {i + 1}" for i in range(L)])
-    cls = norms[:, 0]
-    regs = norms[:, 1:prefix]
-    extra = (
-        f"; the {regs.shape[1]} other prefix token(s) (registers or distillation): {float(regs.min()):.3g} to "
-        f"{float(regs.max()):.3g}"
-        if regs.numel()
-        else ""
-    )
-    return panel(
-        strip,
-        f"Token norms after each block: {norm_sentence(found)}. CLS: {float(cls.min()):.3g} to "
-        f"{float(cls.max()):.3g}{extra}",
-        Scale("L2 norm of each patch token", lo, hi, "one scale for all tiles"),
-    )
 
 
 def flat_relevance_reason(model: LoadedViT) -> str:
@@ -360,7 +325,7 @@ def render_explore(
     o = replace(
         options,
         patch=options.patch if options.patch is not None and 0 <= options.patch < cfg.num_patches else None,
-        prefix=min(max(0, options.prefix), ex.prefix - 1),
+        prefix=min(max(0, options.prefix), max(0, ex.prefix - 1)),
         method=options.method if options.method in METHODS else DEFAULT_CLASS_MAP,
     )
     cache = cache or PictureCache()

@@ -6,6 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from vitviz.models.loaded import TokenLayout
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
     from vitviz.models.vit import ViTConfig
 
 import numpy as np
@@ -25,15 +30,23 @@ def main_size(cfg: ViTConfig) -> int:
     return s
 
 
-def original_picture(photo: np.ndarray, size: int) -> np.ndarray:
-    """The photo as uploaded with the centre square the model gets outlined (vitviz.data.datasets.to_pixels crops it);
-    `photo` is explanation.original_thumbnail's, so the sizes said are those of that picture's original."""
+def original_picture(photo: np.ndarray, size: int, prepare: tuple = ()) -> np.ndarray:
+    """The photo as uploaded with what the model gets outlined (vitviz.data.images.to_pixels): the centre square,
+    or as the model's own processor prepares it (`prepare`, the card's: squeezed whole, or its shorter side
+    resized and the centre cropped); `photo` is explanation.original_thumbnail's, so the sizes said are those
+    of that picture's original."""
     h, w = photo.shape[:2]
     side = min(h, w)
-    x0, y0 = (w - side) // 2, (h - side) // 2
+    if prepare and prepare[0] == "shortest":  # the shorter side to `edge`, then a `crop` square from the centre
+        side = max(1, min(side, round(side * prepare[2] / prepare[1])))
+    box = (0, 0, w, h) if prepare and prepare[0] == "exact" else ((w - side) // 2, (h - side) // 2, side, side)
+    x0, y0, bw, bh = box
     im = Image.fromarray(photo)
-    ImageDraw.Draw(im).rectangle([x0, y0, x0 + side - 1, y0 + side - 1], outline=R.HIGHLIGHT, width=3)
-    what = "all of it" if h == w else "the outlined centre square"
+    ImageDraw.Draw(im).rectangle([x0, y0, x0 + bw - 1, y0 + bh - 1], outline=R.HIGHLIGHT, width=3)
+    if box[2:] == (w, h):
+        what = "all of it" + (", squeezed" if h != w else "")
+    else:
+        what = "the outlined centre square"
     return panel(np.asarray(im), f"Your image: the model gets {what}, resized to {size}x{size} px", min_width=300)
 
 
@@ -46,9 +59,10 @@ def cls_box(S: int, g: int) -> tuple[int, int, int, int]:
     return S + CLS_GAP, 0, S + CLS_GAP + side, side
 
 
-def sees_picture(pixels: np.ndarray, g: int, S: int, patch: int | None) -> np.ndarray:
-    """The input enlarged to S with its numbered grid (the selected patch outlined), and the CLS tile beside
-    it (outlined when the CLS token is selected)."""
+def sees_picture(pixels: np.ndarray, g: int, S: int, patch: int | None, first: str = "CLS") -> np.ndarray:
+    """The input enlarged to S with its numbered grid (the selected patch outlined), and the tile of the token
+    the prediction reads beside it (`first`: "CLS", or "pool" for SigLIP's pooling query), outlined when that
+    token is selected."""
     grid = R.draw_grid(R.enlarge(pixels, S), g, numbers=S / g >= 24, highlight=patch)
     x0, y0, x1, y1 = cls_box(S, g)
     canvas = Image.new("RGB", (x1 + 4, S), R.BG)
@@ -58,7 +72,7 @@ def sees_picture(pixels: np.ndarray, g: int, S: int, patch: int | None) -> np.nd
     size = px(14)
     f = R.font(size)
     d.text(
-        (x0 + (x1 - x0 - f.getlength("CLS")) / 2, y0 + (y1 - y0 - size) / 2 - 1), "CLS", fill=(255, 255, 255), font=f
+        (x0 + (x1 - x0 - f.getlength(first)) / 2, y0 + (y1 - y0 - size) / 2 - 1), first, fill=(255, 255, 255), font=f
     )
     if patch is None:
         d.rectangle([x0, y0, x1 - 1, y1 - 1], outline=R.HIGHLIGHT, width=3)
@@ -73,3 +87,9 @@ def click_to_token(x: float, y: float, cfg: ViTConfig) -> int:
         return -1
     step = S / g
     return min(g - 1, max(0, int(y // step))) * g + min(g - 1, max(0, int(x // step)))
+
+
+def first_tile(layout: TokenLayout) -> str:
+    """The word on the input's tile beside the grid: the first token before the patches, or "pool" for a model
+    without one (SigLIP: its pooling query)."""
+    return layout.prefix[0] if layout.prefix else "pool"

@@ -24,7 +24,7 @@ import torch
 from matplotlib.figure import Figure
 from PIL import ImageDraw
 
-from vitviz.data.datasets import pixels_to_tensor
+from vitviz.data.images import pixels_to_tensor
 from vitviz.explain import methods as M
 from vitviz.models.loaded import eval_mode, loaded
 from vitviz.pictures import draw as R
@@ -66,7 +66,7 @@ def study(model: LoadedViT, pixels: np.ndarray, seed: int = 0, costly: bool = Tr
     card = loaded(model).card
     x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
     with eval_mode(model), torch.no_grad():
-        probs = model(x).float().softmax(-1)[0]
+        probs = loaded(model).probabilities(model(x).float())[0]
     t = int(probs.argmax())
     target = torch.tensor([t], device=x.device)
     maps = {name: M.relevance(model, x, name, t) for name in M.METHODS if costly or name != "occlusion"}
@@ -106,7 +106,7 @@ def render_removal(model: LoadedViT, s: Study, hidden: set[int], why_not: str = 
     mask = torch.zeros(1, cfg.num_patches, dtype=torch.bool)
     mask[0, sorted(hidden)] = True
     with eval_mode(model), torch.no_grad():
-        probs = model(M.hide(model, s.x, mask.to(s.x.device))).float().softmax(-1)[0].cpu()
+        probs = loaded(model).probabilities(model(M.hide(model, s.x, mask.to(s.x.device))).float())[0].cpu()
     now = float(probs[s.target])
     cls = card.classes[s.target]
     summary = (

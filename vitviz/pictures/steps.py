@@ -19,17 +19,19 @@ import torch
 from matplotlib.figure import Figure
 from PIL import Image, ImageDraw
 
-from vitviz.data.datasets import pixels_to_tensor
+from vitviz.data.images import pixels_to_tensor
 from vitviz.explain import interpret as I
 from vitviz.models.loaded import loaded
 from vitviz.pictures import draw as R
 from vitviz.pictures import figures as FG
 from vitviz.pictures import spots as SP
 from vitviz.pictures.explanation import nearest_one_based
-from vitviz.pictures.explore import PictureCache, lens_panel, locks_in
-from vitviz.pictures.input_view import cls_box, main_size, sees_picture
+from vitviz.pictures.explore import PictureCache
+from vitviz.pictures.input_view import cls_box, first_tile, main_size, sees_picture
+from vitviz.pictures.layers import lens_panel, locks_in
 from vitviz.pictures.panels import Scale, message_panel, panel
 from vitviz.pictures.style import px
+from vitviz.pictures.words import head_sentence, label_bars
 
 
 @dataclass
@@ -154,6 +156,15 @@ FILTER_COLOURS = (
 )
 
 
+def _head(model: LoadedViT, w: Walk) -> np.ndarray:
+    """The last stage: the head's logits and probabilities, a model scored in words' comparison with each label,
+    or why a model without a classifier has none."""
+    v = loaded(model)
+    if not v.card.classes:
+        return message_panel(224, "The head", NO_HEAD)
+    return label_bars(model, w.logits) if v.zero_shot else _bars(model, w)
+
+
 def _bars(model: LoadedViT, w: Walk) -> np.ndarray:
     """The head: the largest logits and their softmax probabilities, side by side."""
     classes = loaded(model).card.classes
@@ -196,7 +207,7 @@ def _block(model: LoadedViT, w: Walk, block: int, row: int) -> tuple:
     S = main_size(cfg)
     n = norms[K:].view(g, g)
     pic = R.overlay(w.pixels, n, S, cmap="magma", alpha=0.8, mode="nearest", vmin=float(n.min()), vmax=float(n.max()))
-    title2 = f"Token norms after block {block} (CLS: {float(norms[0]):.1f})"
+    title2 = f"Token norms after block {block}" + (f" ({layout.prefix[0]}: {float(norms[0]):.1f})" if K else "")
     pic = panel(pic, title2, Scale("L2 norm of each patch token", float(n.min()), float(n.max()), cmap="magma"))
     return _side(
         (heads, SP.under_title(head_spots, title, strip.shape[1], strip.shape[1])),
@@ -228,6 +239,38 @@ def _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch) -> dict[s
     }
 
 
+def _positions_text(model: LoadedViT, front: str, N: int, D: int, grow: float, patch: int | None) -> str | None:
+    """The fourth stage's sentence where the usual one is false: no learned positions (rotary), or no token put
+    in front (SigLIP); None otherwise."""
+    v = loaded(model)
+    if I.pos_embed_similarity(v) is None:
+        return (
+            f"{front} put in front ({N} tokens). No positional embedding is added: inside every attention, each "
+            "query and key is turned by an angle set by its patch's row and column (rotary positions), so "
+            "attention knows where tokens are without a vector per position."
+        )
+    if not v.layout.prefix:
+        return (
+            f"No token is put in front: the {N} tokens are the patches, and a learned positional embedding is added "
+            f"to each, one {D}-vector per position (it changes them by {100 * grow:.0f}% of their length on "
+            f"average). After the last block a {v.layout.reader} reads them all. Right: how similar position "
+            f"{patch if patch is not None else 'at the centre'}'s embedding is to every other position's."
+        )
+    return None
+
+
+def _reads(model: LoadedViT) -> str:
+    """What reads the tokens to predict, in words."""
+    v = loaded(model)
+    if v.layout.reader == "pooling query":
+        return "the pooling head reading the final-normed tokens, scored against your labels,"
+    if v.layout.reader == "CLS and distillation":
+        return "the CLS and distillation tokens read by the final norm and their two heads (averaged)"
+    return "the CLS token read by the final norm and " + (
+        "projection, scored against your labels," if v.zero_shot else "head"
+    )
+
+
 def texts(model: LoadedViT, w: Walk, block: int, patch: int | None) -> dict[str, str]:
     """The sentences of every stage, with this model's numbers."""
     card = loaded(model).card
@@ -242,8 +285,10 @@ def texts(model: LoadedViT, w: Walk, block: int, patch: int | None) -> dict[str,
     grow = float((w.tokens[K:] - w.patches).norm(dim=-1).mean() / w.patches.norm(dim=-1).mean().clamp_min(1e-12))
     front = "A learned CLS token is" if K == 1 else f"{K} learned tokens ({', '.join(layout.prefix)}) are"
     if not classes:
+        inputs = _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch)
         return {
-            **_inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch),
+            **inputs,
+            "positions_text": _positions_text(model, front, N, D, grow, patch) or inputs["positions_text"],
             "block_text": f"Each of the {L} blocks lets every token attend to all {N} (attention, then an MLP, "
             "each added back to its input).",
             "head_text": NO_HEAD,
@@ -252,12 +297,17 @@ def texts(model: LoadedViT, w: Walk, block: int, patch: int | None) -> dict[str,
     top = [(classes[i], float(v)) for v, i in zip(*w.lens[block - 1].topk(min(3, len(classes))))]
     final = int(w.logits.argmax())
     lock = locks_in(w.lens)
+    inputs = _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch)
+    inputs["positions_text"] = _positions_text(model, front, N, D, grow, patch) or inputs["positions_text"]
     return {
-        **_inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch),
+        **inputs,
         "block_text": f"Each of the {L} blocks lets every token attend to all {N} (attention, then an MLP, each added "
-        f"back to its input). After block {block}, the CLS token read by the final norm and head "
-        "would give: " + ", ".join(f"{c} {100 * v:.0f}%" for c, v in top) + ".",
-        "head_text": f"After block {L} the final norm and a linear head turn the CLS token's {D} values into "
+        f"back to its input). After block {block}, {_reads(model)} would give: "
+        + ", ".join(f"{c} {100 * v:.0f}%" for c, v in top)
+        + ".",
+        "head_text": head_sentence(model, w.logits)
+        if loaded(model).zero_shot
+        else f"After block {L} the final norm and a linear head turn the CLS token's {D} values into "
         f"{len(classes)} logits; softmax makes them probabilities: **{classes[final]}** "
         f"({100 * float(w.logits.softmax(-1)[final]):.1f}%).",
         "lens_text": f"The leading class after each block; the final prediction, {classes[final]}, leads from block "
@@ -287,7 +337,7 @@ def render_steps(
     prefix = ", ".join(loaded(model).layout.prefix)
     tokens = f"{len(w.tokens)} tokens ({prefix} first, CLS outlined) + positions"
     made = {
-        "input": (("patch", patch), lambda: _input(cfg, K, w.pixels, patch)),
+        "input": (("patch", patch), lambda: _input(cfg, loaded(model).layout, w.pixels, patch)),
         "sequence": (("patch", patch), lambda: _sequence(w.pixels, g, patch, K)),
         "embedding": (
             (),
@@ -301,10 +351,7 @@ def render_steps(
             lambda: _side(_matrix(w.tokens, tokens, "token value", 0, True), _similarity(model, sim_at, K)),
         ),
         "block": (("block", block, "row", row), lambda: _block(model, w, block, row)),
-        "head": (
-            (),
-            lambda: (_bars(model, w) if loaded(model).card.classes else message_panel(224, "The head", NO_HEAD), []),
-        ),
+        "head": ((), lambda: (_head(model, w), [])),
         "lens": (
             (),
             lambda: (
@@ -321,15 +368,20 @@ def render_steps(
     return view, {name for name, (_, new) in got.items() if new}
 
 
-def _input(cfg, K: int, pixels: np.ndarray, patch: int | None) -> tuple:
-    """Stage 1: the input on its grid with the CLS tile; the patches' and the CLS tile's spots."""
-    S, g = main_size(cfg), cfg.grid_size
+def _input(cfg, layout, pixels: np.ndarray, patch: int | None) -> tuple:
+    """Stage 1: the input on its grid with the CLS tile (SigLIP: its pooling query's); the patches' and the tile's
+    spots."""
+    S, g, K = main_size(cfg), cfg.grid_size, layout.num_prefix
     x0, y0, x1, y1 = cls_box(S, g)
-    return sees_picture(pixels, g, S, patch), [SP.grid(0, 0, S, g, K), SP.Spot(x0, y0, x1 - x0, y1 - y0, 1, 1, 0, 1)]
+    pic = sees_picture(pixels, g, S, patch, first_tile(layout))
+    return pic, [SP.grid(0, 0, S, g, K), SP.Spot(x0, y0, x1 - x0, y1 - y0, 1, 1, 0, 1)]
 
 
 def _similarity(model: LoadedViT, position: int, K: int) -> tuple:
     title = f"Position {position}'s embedding against every position's"
+    if I.pos_embed_similarity(model) is None:
+        why = "This model learns no embedding per position: it turns each query and key by its position (rotary)."
+        return message_panel(224, "Positions", why), []
     pic = panel(
         R.similarity_map(I.pos_embed_similarity(model), position, 224),
         title,
