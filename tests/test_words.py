@@ -225,3 +225,28 @@ def test_the_link_carries_the_labels_of_a_model_in_words(served_models):
     assert "labels" not in q  # a model with fixed classes: no words in its link
     assert link.READ["labels"]("chat, chien, 猫") == "chat, chien, 猫"
     assert link.READ["labels"]("x\n" * 5) is None
+
+
+def test_a_siglip_page_names_its_pooling_query_and_never_a_cls(served_models, tmp_path):
+    from vitviz.app import explore_tab as explore
+    from vitviz.app import switch
+    from vitviz.app.visitor import Visitor
+
+    v = Visitor()
+    changed = dict(zip(switch.CHANGED.names, switch.controls_for("hf:test/siglip", v, labels="cat, dog")))
+    assert changed["labels"]["visible"] and changed["target"]["label"] == "Explain label"
+    assert changed["to_cls"]["value"] == "Back to the pooling query"
+    assert "-1 the pooling query" in changed["patch"]["label"]
+    assert "sigmoid" in changed["top5"]["label"]
+    path = tmp_path / "photo.png"
+    photo(6, (50, 40)).save(path)
+    view, _, ex, v = explore.explore_view({"path": str(path)}, "hf:test/siglip", labels="cat, dog", state=v)
+    assert "pooling query" in view.summary and "CLS" not in view.summary
+    assert ex.pool is not None and ex.pool.shape == (4, 16) and ex.prefix == 0
+    # the selected pooling query's rollout is its pooling head's attention (heads averaged) times the rollout
+    rolled = I.attention_rollout(ex.attn[None])[0]
+    from vitviz.pictures.explore import Options, _Drawer
+
+    d = _Drawer(explore.resolve_model("hf:test/siglip", v), ex, Options())
+    torch.testing.assert_close(d._token_row(rolled), ex.pool.mean(0) @ rolled)
+    assert d.who == "pooling query"
