@@ -84,46 +84,14 @@ def timm_figures(img, repeats: int):
         print(f"{what} median {t:.2f} s; target 1.5 s = {t / 1.5:.2f}x")
 
 
+B16 = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)  # a ViT-B tower
+CLIP_TEXT = dict(hidden_size=512, num_hidden_layers=12, num_attention_heads=8, intermediate_size=2048)
 WORDS = {  # the full-size towers: (kind, vision, text); SigLIP 2 B/16's text tower has a 256k-token vocabulary
-    "CLIP ViT-B/16": (
-        "clip",
-        dict(
-            hidden_size=768,
-            num_hidden_layers=12,
-            num_attention_heads=12,
-            image_size=224,
-            patch_size=16,
-            intermediate_size=3072,
-        ),
-        dict(
-            vocab_size=49408,
-            hidden_size=512,
-            num_hidden_layers=12,
-            num_attention_heads=8,
-            intermediate_size=2048,
-            max_position_embeddings=77,
-        ),
-    ),
-    "SigLIP 2 B/16": (
-        "siglip",
-        dict(
-            hidden_size=768,
-            num_hidden_layers=12,
-            num_attention_heads=12,
-            image_size=224,
-            patch_size=16,
-            intermediate_size=3072,
-        ),
-        dict(
-            vocab_size=256000,
-            hidden_size=768,
-            num_hidden_layers=12,
-            num_attention_heads=12,
-            intermediate_size=3072,
-            max_position_embeddings=64,
-        ),
-    ),
+    "CLIP ViT-B/16": ("clip", B16 | dict(image_size=224, patch_size=16), CLIP_TEXT | dict(vocab_size=49408)),
+    "SigLIP 2 B/16": ("siglip", B16 | dict(image_size=224, patch_size=16), B16 | dict(vocab_size=256000)),
 }
+WORDS["CLIP ViT-B/16"][2]["max_position_embeddings"] = 77  # the text lengths they were trained on
+WORDS["SigLIP 2 B/16"][2]["max_position_embeddings"] = 64
 LABELS = "cat, dog, bird, car, airplane, ship, horse, truck, frog, deer"
 
 

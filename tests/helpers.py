@@ -206,3 +206,22 @@ def canonical(value):
     if hasattr(value, "value") and hasattr(value, "__dict__"):  # a gr.update or a component value
         return repr(value)
     return value
+
+
+def use_hub_cache(monkeypatch, cache) -> None:
+    """`cache` as the Hugging Face cache, and no network: what a machine without internet has."""
+    import huggingface_hub.constants as hf
+
+    monkeypatch.setattr(hf, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(hf, "HF_HUB_OFFLINE", True)
+
+
+def open_on_photo(page, url: str, path: str, timeout: float = 90_000) -> str:
+    """Open the app, wait for its first pictures, upload the photo at `path` through the Upload button and wait for
+    the pictures of it; the rollout's src."""
+    page.goto(url)
+    wait_change(page, "rollout", None, timeout=timeout)
+    with page.expect_file_chooser() as chooser:
+        page.locator("#upload-btn").click()
+    chooser.value.set_files(path)
+    return wait_change(page, "rollout", image_src(page, "rollout"), timeout=timeout)

@@ -5,7 +5,7 @@ import os
 import shutil
 
 import pytest
-from helpers import chromium, free_port, image_src, wait_change, write_hub_cache
+from helpers import chromium, free_port, image_src, open_on_photo, wait_change, write_hub_cache
 from PIL import Image, ImageDraw
 
 from vitviz.app import build_demo, launch
@@ -55,12 +55,7 @@ def test_each_timm_entry_draws_a_photo(served, key):
     b, url, path = served
     page = b.new_page(viewport={"width": 1400, "height": 1000})
     try:
-        page.goto(url)
-        wait_change(page, "rollout", None, timeout=90_000)
-        with page.expect_file_chooser() as chooser:
-            page.locator("#upload-btn").click()
-        chooser.value.set_files(path)
-        before = wait_change(page, "rollout", image_src(page, "rollout"), timeout=90_000)
+        before = open_on_photo(page, url, path)
         label = next(lbl for lbl, k in models.model_choices() if k == key)
         assert "on this machine" in label
         page.locator("#model-dd input").click()

@@ -7,7 +7,7 @@ import shutil
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from helpers import chromium, free_port, image_src, wait_change
+from helpers import chromium, free_port, image_src, open_on_photo, wait_change
 from hf_cache import write_cache
 from PIL import Image, ImageDraw
 
@@ -55,12 +55,7 @@ def test_labels_typed_on_a_photo_redraw_the_scores_and_maps_and_go_in_the_link(s
     b, url, path = served
     page = b.new_page(viewport={"width": 1400, "height": 1000})
     try:
-        page.goto(url)
-        wait_change(page, "rollout", None, timeout=90_000)
-        with page.expect_file_chooser() as chooser:
-            page.locator("#upload-btn").click()
-        chooser.value.set_files(path)
-        wait_change(page, "rollout", image_src(page, "rollout"), timeout=90_000)
+        open_on_photo(page, url, path)
         label = next(lbl for lbl, k in models.model_choices() if k == key)
         assert "on this machine" in label
         before = image_src(page, "class-map")

@@ -4,6 +4,7 @@ Face cache the tests write (random weights, HF_HUB_OFFLINE), checked against tra
 import numpy as np
 import pytest
 import torch
+from helpers import use_hub_cache
 from hf_cache import REPOS, write_cache
 from PIL import Image
 
@@ -33,11 +34,7 @@ def hub_cache(tmp_path_factory):
 
 @pytest.fixture
 def offline(hub_cache, monkeypatch):
-    """The test cache as the Hugging Face cache, and no network: what a machine without internet has."""
-    import huggingface_hub.constants as hf
-
-    monkeypatch.setattr(hf, "HF_HUB_CACHE", str(hub_cache))
-    monkeypatch.setattr(hf, "HF_HUB_OFFLINE", True)
+    use_hub_cache(monkeypatch, hub_cache)
     return hub_cache
 
 

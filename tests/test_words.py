@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
+from helpers import use_hub_cache
 from hf_cache import REPOS, write_cache
 from PIL import Image
 
@@ -26,10 +27,7 @@ def hub_cache(tmp_path_factory):
 
 @pytest.fixture
 def offline(hub_cache, monkeypatch):
-    import huggingface_hub.constants as hf
-
-    monkeypatch.setattr(hf, "HF_HUB_CACHE", str(hub_cache))
-    monkeypatch.setattr(hf, "HF_HUB_OFFLINE", True)
+    use_hub_cache(monkeypatch, hub_cache)
     return hub_cache
 
 
@@ -146,8 +144,10 @@ def test_with_labels_is_one_record_per_word_list_and_refuses_bad_lists(offline, 
     for bad, why in ((" , ,", "at least one"), (many, "At most"), ("x" * 80, "characters")):
         with pytest.raises(ValueError, match=why):
             with_labels(v, bad)
-    with pytest.raises(ValueError, match="exactly one"):
-        with_labels(v, "cat", "no slot here")
+    for template in ("no slot here", "a {} and {}", "a {0} of {}"):
+        with pytest.raises(ValueError, match="exactly one"):
+            with_labels(v, "cat", template)
+    assert with_labels(v, "a {curly} label").card.classes == ("a {curly} label",)  # a label is text, not a format
     monkeypatch.setenv("VITVIZ_MAX_LABELS", "3")
     with pytest.raises(ValueError, match="At most 3 labels"):
         with_labels(v, "a, b, c, d")
@@ -250,3 +250,29 @@ def test_a_siglip_page_names_its_pooling_query_and_never_a_cls(served_models, tm
     d = _Drawer(explore.resolve_model("hf:test/siglip", v), ex, Options())
     torch.testing.assert_close(d._token_row(rolled), ex.pool.mean(0) @ rolled)
     assert d.who == "pooling query"
+
+
+def test_compare_puts_clip_beside_a_classifier_and_predict_scores_the_labels(served_models, tmp_path):
+    from vitviz.app import compare_tab as compare
+    from vitviz.app import explore_tab as explore
+
+    path = tmp_path / "photo.png"
+    photo(7, (48, 48)).save(path)
+    image = {"path": str(path)}
+    out = dict(
+        zip(compare.API.names, compare.compare(image, "hf:test/clip", "hf:test/vit", target="dog", labels="cat, dog"))
+    )
+    assert out["note_a"] == "" and out["note_b"] == ""  # both know 'dog': a label on one side, a class on the other
+    assert set(out["top5_a"]) == {"cat", "dog"} and "car" in out["top5_b"]
+    scores = explore.predict(image, "hf:test/clip", labels="cat, dog, red car")
+    assert set(scores) == {"cat", "dog", "red car"} and abs(sum(scores.values()) - 1) < 1e-5
+
+
+def test_a_folder_without_its_image_processor_is_told_what_to_save(tmp_path):
+    from hf_cache import tiny
+
+    from vitviz.models.bound import ModelError
+
+    tiny("vit").save_pretrained(tmp_path / "bare")
+    with pytest.raises(ModelError, match="processor.save_pretrained"):
+        vitviz.load_model(f"hf:{tmp_path / 'bare'}")

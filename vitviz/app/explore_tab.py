@@ -163,10 +163,17 @@ PAGE = Outputs(*pictures.OUTPUT_NAMES, "state", *NOTES)  # the page's update
 
 
 @torch.inference_mode()
-def predict(image: ImagePayload, model_key: str = "cifar10", state: Visitor | None = None) -> dict[str, float]:
-    """Top-5 class probabilities for an image, in gr.Label's format."""
+def predict(
+    image: ImagePayload,
+    model_key: str = "cifar10",
+    labels: str | None = None,
+    template: str | None = None,
+    state: Visitor | None = None,
+) -> dict[str, float]:
+    """Top-5 class probabilities for an image, in gr.Label's format (a CLIP or SigLIP model: its `labels`' scores,
+    every label up to 10)."""
     with ACTIVITY:
-        model = resolve_model(model_key, state)
+        model = in_words(resolve_model(model_key, state), labels, template)
         card = model.card
         pixels = pixels_for(model, image)
         probs = model.probabilities(model(pixels_to_tensor(pixels, card.mean, card.std))[0].float())
@@ -372,7 +379,7 @@ def wire(c: dict, shell: Shell) -> dict:
     c["image"].change(**page)
     shell.hidden_predict.click(
         predict,
-        [c["image"], shell.model_dd, shell.state],
+        [c["image"], shell.model_dd, c["labels"], c["template"], shell.state],
         c["top5"],
         preprocess=False,
         api_name="predict",

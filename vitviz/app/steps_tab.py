@@ -138,13 +138,15 @@ def picker(name: str) -> Callable:
     return pick
 
 
-def block_range(model_key: str, state: Visitor | None) -> dict:
-    """The block slider's range for a new model (its value follows Explore's layer)."""
+def block_range(model_key: str, state: Visitor | None) -> tuple:
+    """The block slider's range for a new model (its value follows Explore's layer), and the button back to the
+    token the prediction reads, named."""
     try:
-        depth = resolve_model(model_key, state).card.config.depth
+        layout, depth = (m := resolve_model(model_key, state)).layout, m.card.config.depth
     except gr.Error:
-        return gr.skip()
-    return gr.update(maximum=depth)
+        return gr.skip(), gr.skip()
+    first = layout.prefix[0] if layout.prefix else "the pooling query"
+    return gr.update(maximum=depth), gr.update(value=f"Back to {first}")
 
 
 # ---------------------------------------------------------------- layout and wiring
@@ -188,7 +190,7 @@ def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab, words: tuple) 
     inputs = [image, shell.model_dd, c["which_block"], c["token"], *words, shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)
-    fit = dict(fn=block_range, inputs=[shell.model_dd, shell.state], outputs=c["which_block"])
+    fit = dict(fn=block_range, inputs=[shell.model_dd, shell.state], outputs=[c["which_block"], c["to_cls"]])
     page = follow_image(tab, image, shell, redraw, open_tab, follow, fit)
     about = (
         "One image through the ViT stage by stage: a picture and a sentence per stage, for a chosen block and token."

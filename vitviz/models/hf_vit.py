@@ -204,6 +204,15 @@ def load_hf(
     register_attention()
     try:
         processor = AutoImageProcessor.from_pretrained(src)
+    except Exception as e:  # noqa: BLE001 - a folder saved without its processor, or offline
+        missing = "preprocessor_config" in str(e) or "image processor" in str(e).lower()
+        raise HFError(
+            f"`{name}` has no image processor config (preprocessor_config.json): vitviz prepares an image as the "
+            "model's own processor does, so save it beside the model (`processor.save_pretrained(folder)`)."
+            if missing and local
+            else _why_not(name, e)
+        ) from None
+    try:
         if pretrained:
             model = cls.from_pretrained(src, dtype=torch.float32, attn_implementation=ATTENTION)
         else:

@@ -79,7 +79,8 @@ def check_template(template: str | None) -> str:
     if template is None:
         return DEFAULT_TEMPLATE
     template = str(template).strip()
-    if template.count("{}") != 1 or len(template) > 120:
+    others = template.replace("{}", "", 1)
+    if template.count("{}") != 1 or "{" in others or "}" in others or len(template) > 120:
         raise ValueError('The prompt template needs exactly one {} where the label goes, e.g. "a photo of a {}."')
     return template
 
@@ -115,7 +116,7 @@ class TextTower:
         self.tokenizer = tokenizer
         self.sigmoid = sigmoid
         # SigLIP was trained on text padded to its full length; CLIP reads up to its end token
-        self.padding = {"padding": "max_length", "truncation": True} if sigmoid else {"padding": True}
+        self.padding = {"padding": "max_length" if sigmoid else True, "truncation": True}
         self.with_mask = not sigmoid
         self.kept: OrderedDict = OrderedDict()  # (labels, template) -> their text embeddings
         self.records: dict = {}  # (labels, template) -> the labelled record (vitviz.models.loaded.LoadedViT)

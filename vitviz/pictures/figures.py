@@ -131,3 +131,25 @@ def curves_figure(
             )
     fig.tight_layout()
     return fig
+
+
+def score_bars(
+    classes: tuple[str, ...], scores: torch.Tensor, probs: torch.Tensor, score_label: str, prob_label: str
+) -> np.ndarray:
+    """The 10 most probable classes: their raw scores (left, grey) and probabilities in % (right, orange), side by
+    side on one row per class."""
+    k = min(10, len(classes))
+    idx = probs.topk(k).indices.tolist()[::-1]
+    fig = Figure(figsize=(7.2, 0.32 * k + 1.1), dpi=100)
+    a1, a2 = fig.subplots(1, 2, sharey=True)
+    names = [classes[i][:18] for i in idx]
+    a1.barh(names, [float(scores[i]) for i in idx], color="#6b7280")
+    a1.set_xlabel(score_label)
+    a2.barh(names, [100 * float(probs[i]) for i in idx], color="#f97316")
+    a2.set_xlabel(prob_label)
+    a2.set_xlim(0, 100)
+    for ax in (a1, a2):
+        ax.grid(alpha=0.3, axis="x")
+        ax.tick_params(labelsize=10)
+    fig.tight_layout()
+    return figure_to_array(fig)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 from PIL import Image, ImageDraw
 
 from vitviz.data.images import pixels_to_tensor
@@ -168,22 +167,9 @@ def _head(model: LoadedViT, w: Walk) -> np.ndarray:
 def _bars(model: LoadedViT, w: Walk) -> np.ndarray:
     """The head: the largest logits and their softmax probabilities, side by side."""
     classes = loaded(model).card.classes
-    k = min(10, len(classes))
-    probs = w.logits.softmax(-1)
-    idx = probs.topk(k).indices.tolist()[::-1]
-    fig = Figure(figsize=(7.2, 0.32 * k + 1.1), dpi=100)
-    a1, a2 = fig.subplots(1, 2, sharey=True)
-    names = [classes[i][:18] for i in idx]
-    a1.barh(names, [float(w.logits[i]) for i in idx], color="#6b7280")
-    a1.set_xlabel("logit (the head's raw score)")
-    a2.barh(names, [100 * float(probs[i]) for i in idx], color="#f97316")
-    a2.set_xlabel("softmax probability (%)")
-    a2.set_xlim(0, 100)
-    for ax in (a1, a2):
-        ax.grid(alpha=0.3, axis="x")
-        ax.tick_params(labelsize=10)
-    fig.tight_layout()
-    return FG.figure_to_array(fig)
+    return FG.score_bars(
+        classes, w.logits, w.logits.softmax(-1), "logit (the head's raw score)", "softmax probability (%)"
+    )
 
 
 def _block(model: LoadedViT, w: Walk, block: int, row: int) -> tuple:

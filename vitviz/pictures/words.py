@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 
 from vitviz.models.loaded import LoadedViT, loaded
 from vitviz.pictures import figures as FG
@@ -23,23 +22,9 @@ def label_bars(model: LoadedViT, logits: torch.Tensor) -> np.ndarray:
     """The labels' cosines with the image and their probabilities by the model's rule, side by side (the 10 most
     probable)."""
     v = loaded(model)
-    classes, probs = v.card.classes, v.probabilities(logits.float())
-    cos = cosines(model, logits)
-    k = min(10, len(classes))
-    idx = probs.topk(k).indices.tolist()[::-1]
-    fig = Figure(figsize=(7.2, 0.32 * k + 1.1), dpi=100)
-    a1, a2 = fig.subplots(1, 2, sharey=True)
-    names = [classes[i][:18] for i in idx]
-    a1.barh(names, [float(cos[i]) for i in idx], color="#6b7280")
-    a1.set_xlabel("cosine with the label's text embedding")
-    a2.barh(names, [100 * float(probs[i]) for i in idx], color="#f97316")
-    a2.set_xlabel("sigmoid of each score (%)" if v.adapter.words.sigmoid else "softmax over the labels (%)")
-    a2.set_xlim(0, 100)
-    for ax in (a1, a2):
-        ax.grid(alpha=0.3, axis="x")
-        ax.tick_params(labelsize=10)
-    fig.tight_layout()
-    return FG.figure_to_array(fig)
+    rule = "sigmoid of each score (%)" if v.adapter.words.sigmoid else "softmax over the labels (%)"
+    probs = v.probabilities(logits.float())
+    return FG.score_bars(v.card.classes, cosines(model, logits), probs, "cosine with the label's text embedding", rule)
 
 
 def head_sentence(model: LoadedViT, logits: torch.Tensor) -> str:
