@@ -168,7 +168,7 @@ def token_index(value: object, layout: TokenLayout) -> tuple[int | None, int]:
 def token_numbers(layout: TokenLayout) -> str:
     """How this model's tokens are numbered, in words: "patches 0 to 63, -1 CLS, -2 to -5 registers 1 to 4"."""
     K, P = layout.num_prefix, layout.num_patches
-    words = [f"patches 0 to {P - 1}", f"-1 {layout.prefix[0] if K else 'the ' + layout.reader}"]
+    words = [f"patches 0 to {P - 1}", f"-1 {layout.first()}"]
     if K == 2:
         words.append(f"-2 {layout.prefix[1]}")
     elif K > 2:

@@ -81,9 +81,7 @@ def _following(model_key: str, block: float, token: float, v: Visitor) -> str:
     model = resolve_model(model_key, v)
     p, k = token_index(token, model.layout)
     b, _ = layer_index(block, "The block", model.card.config.depth, default=1)
-    name = (
-        (model.layout.prefix[k] if model.layout.prefix else f"the {model.layout.reader}") if p is None else f"patch {p}"
-    )
+    name = (model.layout.prefix[k] if model.layout.prefix else model.layout.first()) if p is None else f"patch {p}"
     return f"Following **{name}** · stage 5 shows **block {b}** of {model.card.config.depth}"
 
 
@@ -145,8 +143,7 @@ def block_range(model_key: str, state: Visitor | None) -> tuple:
         layout, depth = (m := resolve_model(model_key, state)).layout, m.card.config.depth
     except gr.Error:
         return gr.skip(), gr.skip()
-    first = layout.prefix[0] if layout.prefix else "the pooling query"
-    return gr.update(maximum=depth), gr.update(value=f"Back to {first}")
+    return gr.update(maximum=depth), gr.update(value=f"Back to {layout.first()}")
 
 
 # ---------------------------------------------------------------- layout and wiring

@@ -128,7 +128,7 @@ def controls_for(
         method=gr.update(interactive=has_classes),
         labels=gr.update(visible=model.zero_shot),
         template=gr.update(visible=model.zero_shot),
-        to_cls=gr.update(value=f"Back to {model.layout.prefix[0] if model.layout.prefix else 'the pooling query'}"),
+        to_cls=gr.update(value=f"Back to {model.layout.first()}"),
     )
 
 

@@ -49,6 +49,11 @@ class TokenLayout:
         named = [name for name in self.prefix if not name.startswith("register")]
         return " + ".join(named + ([f"{registers} register{'s' * (registers > 1)}"] if registers else []))
 
+    def first(self) -> str:
+        """What selecting token -1 means, in words: the first token before the patches ("CLS"), or, for a model
+        with none (SigLIP), "the pooling query"."""
+        return self.prefix[0] if self.prefix else f"the {self.reader}"
+
     def name(self, token: int) -> str:
         """What token `token` (0-based, prefix first) is: "CLS", "register 2", "patch 17"."""
         return self.prefix[token] if token < self.num_prefix else f"patch {token - self.num_prefix}"

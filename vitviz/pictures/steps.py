@@ -172,9 +172,10 @@ def _bars(model: LoadedViT, w: Walk) -> np.ndarray:
     )
 
 
-def _block(model: LoadedViT, w: Walk, block: int, row: int) -> tuple:
+def _block(model: LoadedViT, w: Walk, block: int, row: int, stand_in: bool = False) -> tuple:
     """Block `block` (1-based): every head's attention from the token in place `row` of the sequence, and the
-    tokens' norms after it; and the patches' spots on both."""
+    tokens' norms after it; and the patches' spots on both. `stand_in`: the row stands in for SigLIP's pooling
+    query, which is in no block (the title says so)."""
     cfg = loaded(model).card.config
     layout = loaded(model).layout
     K = layout.num_prefix
@@ -186,7 +187,9 @@ def _block(model: LoadedViT, w: Walk, block: int, row: int) -> tuple:
     tiles = R.overlays(w.pixels, ((maps - lo) / (hi - lo).clamp_min(1e-12))[0], small, alpha=0.75)
     strip = R.tile([list(tiles)], col_labels=[f"head {j + 1}" for j in range(H)], pad=3)
     _, top = R.tile_margins((), True)
-    title = f"Block {block}: attention from {layout.name(row)}, head by head"
+    title = f"Block {block}: attention from {layout.name(row)}, head by head" + (
+        f" ({layout.first()} is in no block)" if stand_in else ""
+    )
     heads = panel(strip, title, Scale("attention weight", 0, 1, "each tile its own range", relative=True))
     head_spots = [SP.grid(3 + j * (small + 3), top + 3, small, g, K) for j in range(H)]
     norms = w.blocks[block - 1].norm(dim=-1)
@@ -239,8 +242,9 @@ def _positions_text(model: LoadedViT, front: str, N: int, D: int, grow: float, p
         return (
             f"No token is put in front: the {N} tokens are the patches, and a learned positional embedding is added "
             f"to each, one {D}-vector per position (it changes them by {100 * grow:.0f}% of their length on "
-            f"average). After the last block a {v.layout.reader} reads them all. Right: how similar position "
-            f"{patch if patch is not None else 'at the centre'}'s embedding is to every other position's."
+            f"average). After the last block a {v.layout.reader} reads them all. Right: how similar "
+            f"{f'position {patch}' if patch is not None else 'the centre position'}'s embedding is to every other "
+            "position's."
         )
     return None
 
@@ -321,7 +325,9 @@ def render_steps(
     cache = cache or PictureCache()
     sim_at = patch if patch is not None else (g * g) // 2 + g // 2
     prefix = ", ".join(loaded(model).layout.prefix)
-    tokens = f"{len(w.tokens)} tokens ({prefix} first, CLS outlined) + positions"
+    tokens = (
+        f"{len(w.tokens)} tokens (" + (f"{prefix} first, CLS outlined" if K else "the patches alone") + ") + positions"
+    )
     made = {
         "input": (("patch", patch), lambda: _input(cfg, loaded(model).layout, w.pixels, patch)),
         "sequence": (("patch", patch), lambda: _sequence(w.pixels, g, patch, K)),
@@ -336,7 +342,10 @@ def render_steps(
             ("patch", patch),
             lambda: _side(_matrix(w.tokens, tokens, "token value", 0, True), _similarity(model, sim_at, K)),
         ),
-        "block": (("block", block, "row", row), lambda: _block(model, w, block, row)),
+        "block": (
+            ("block", block, "row", row, "patch", patch),
+            lambda: _block(model, w, block, row, stand_in=patch is None and not K),
+        ),
         "head": ((), lambda: (_head(model, w), [])),
         "lens": (
             (),
