@@ -88,9 +88,16 @@ def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
         and (np.abs(p[r].astype(int) - lut[5]).sum(-1) < 30).any()
     ]
     assert rows, "no colour bar found"
-    assert panels.Scale("x", 0.0123, 0.4567).ticks() == ["0.0123", "0.234", "0.457"]
+    assert panels.Scale("x", 0.0123, 0.4567).ticks() == ["0.012", "0.234", "0.457"]  # the same places for all
     assert panels.Scale("x", 0, 1, relative=True).ticks()[::2] == ["lowest", "highest"]
-    assert panels.number(0.00001234) == "1.2e-05" and panels.number(0) == "0"
+    assert panels.number(0.00001234) == "0.0000123" and panels.number(0) == "0"  # plain decimals, never 1.2e-05
+    # a narrow range gets the places it needs for its ticks to differ, in plain decimals
+    assert panels.Scale("x", 0.00383, 0.00384).ticks() == ["0.003830", "0.003835", "0.003840"]
+    assert panels.Scale("x", 8e-05, 2.7e-04).ticks() == ["0.000080", "0.000175", "0.000270"]
+    assert panels.Scale("x", 0, 20000).ticks() == ["0", "10,000", "20,000"]
+    for lo, hi in ((0.1, 0.1000001), (-3e-4, 5e-4), (14.6, 17.7), (0.25, 0.75)):
+        ticks = panels.Scale("x", lo, hi).ticks()
+        assert len(set(ticks)) == 3 and not any("e" in t for t in ticks), (lo, hi, ticks)
 
 
 def test_an_untrained_head_gets_a_sentence_not_a_blank_map(tiny_model):

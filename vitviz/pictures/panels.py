@@ -13,6 +13,7 @@ visitor's Large type: vitviz.pictures.style).
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,19 +40,39 @@ class Scale:
     relative: bool = False  # each tile its own range: the ends read "lowest" and "highest", not numbers
 
     def ticks(self) -> list[str]:
+        """The labels at the two ends and the middle: plain decimals, with as many places as it takes for the
+        three to differ (a narrow range such as 0.00383-0.00384 gets 0.003830, 0.003835, 0.003840)."""
         if self.relative:
             return ["lowest", "", "highest"]
-        return [number(self.lo), number((self.lo + self.hi) / 2), number(self.hi)]
+        return plain([self.lo, (self.lo + self.hi) / 2, self.hi])
 
 
 def number(v: float) -> str:
-    """A tick label: three significant digits, no exponent for the values maps have."""
-    a = abs(v)
-    if a == 0:
-        return "0"
-    if a < 1e-3 or a >= 1e4:
-        return f"{v:.1e}"
-    return f"{v:.3g}" if a < 1 else f"{v:.3g}".rstrip(".")
+    """One value in plain decimals, never an exponent: three significant digits below 10,000 (0.000123, 0.0456,
+    7.89, 123), whole numbers with thousands separators above."""
+    return plain([v])[0]
+
+
+def plain(values: list[float], most: int = 10) -> list[str]:
+    """Tick labels in plain decimals: three significant digits of the largest value, then as many more decimal
+    places (up to `most`) as it takes for values that differ to read differently; every label with the same places,
+    the zeros they all end with dropped; 0 reads "0"; from 10,000 on, whole numbers with thousands separators."""
+    big = max((abs(v) for v in values), default=0.0)
+    if big >= 1e4:
+        return [f"{v:,.0f}" for v in values]
+    if big == 0:
+        return ["0" for _ in values]
+    places = max(0, 2 - math.floor(math.log10(big)))
+    while True:
+        labels = [f"{v:.{places}f}" for v in values]
+        if len(set(labels)) == len(set(values)) or places >= most:
+            break
+        places += 1
+    nonzero = [k for k, v in enumerate(values) if v != 0]
+    while places > 0 and all(labels[k].endswith("0") for k in nonzero):
+        labels = [x[:-1] for x in labels]
+        places -= 1
+    return ["0" if v == 0 else x.rstrip(".") for v, x in zip(values, labels)]
 
 
 def wrap(text: str, width: int, size: int = TEXT_PX) -> list[str]:
