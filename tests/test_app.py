@@ -2,6 +2,7 @@
 
 import gc
 import os
+import re
 import threading
 import time
 
@@ -435,6 +436,8 @@ def test_api_train_streams_updates(client):
     assert len(job.outputs()) >= 3
     assert "Finished" in final[0] and "validation accuracy" in final[0]
     assert len(final[5]) == 2
+    epochs = [e for out in job.outputs() for e in re.findall(r"epoch ([0-9.]+): validation", str(out[0]))]
+    assert epochs and all(re.fullmatch(r"\d+(\.\d)?", e) for e in epochs), epochs  # plain: "epoch 1.2", never 1.2343
 
 
 def test_a_second_visitor_waits_in_line_and_sees_their_place(small_data):

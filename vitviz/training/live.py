@@ -270,7 +270,7 @@ def stream_run(
         elif kind == "epoch":
             history.append(ev)
             yield Update(
-                status=f"{head}  \nepoch {ev['epoch']:g}: validation accuracy **{100 * ev['val_acc']:.1f}%**",
+                status=f"{head}  \nepoch {round(ev['epoch'], 1):g}: validation accuracy **{100 * ev['val_acc']:.1f}%**",
                 progress=None,
                 curves=_curves(history, steps, quick, style),
             )
