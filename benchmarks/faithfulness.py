@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from testset import model_and_sample, parser  # noqa: E402
 
 from vitviz.data.datasets import normalize  # noqa: E402
-from vitviz.explain import methods as M  # noqa: E402
+from vitviz.explain import methods  # noqa: E402
 
 
 def main():
@@ -44,15 +44,15 @@ def main():
             pred = model(x).argmax(1)
         acc.append((pred == test.y[b]).float())
         maps = {}
-        for name in M.METHODS:
+        for name in methods.METHODS:
             t = time.perf_counter()
-            maps[name] = M.relevance(model, x, name, pred)
+            maps[name] = methods.relevance(model, x, name, pred)
             seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t
-        maps[M.RANDOM] = M.random_relevance(len(b), maps[name].shape[1], a.seed + i)
+        maps[methods.RANDOM] = methods.random_relevance(len(b), maps[name].shape[1], a.seed + i)
         for name, rel in maps.items():
             r = totals.setdefault(name, {"del": [], "ins": []})
-            r["del"].append(M.auc(M.curves(model, x, rel, pred, a.steps)))
-            r["ins"].append(M.auc(M.curves(model, x, rel, pred, a.steps, insertion=True)))
+            r["del"].append(methods.auc(methods.curves(model, x, rel, pred, a.steps)))
+            r["ins"].append(methods.auc(methods.curves(model, x, rel, pred, a.steps, insertion=True)))
         print(f"  {i + len(b)} images, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     n = len(idx)
     print(

@@ -2,7 +2,7 @@
 
     python benchmarks/first_validation.py [--dataset cifar10] [--seconds 40]
 
-Runs the Train tab's default quick run (vitviz.training.live's stream, as the page gets it) on the
+Runs the Train tab's default quick run (vitviz.app.live's stream, as the page gets it) on the
 data set's full local copy, and prints, from the moment the run is asked for (data
 already loaded, as on a page that has trained before; the first load is timed apart):
 when the first step was reported, when the first validation point arrived and on how
@@ -21,8 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+from vitviz.app import live  # noqa: E402
 from vitviz.runtime.device import pick_device  # noqa: E402
-from vitviz.training import live  # noqa: E402
+from vitviz.training import quick  # noqa: E402
 
 
 def main():
@@ -32,9 +33,9 @@ def main():
     a = p.parse_args()
     device = pick_device("auto")
     t = time.perf_counter()
-    live.get_data(a.dataset)
+    quick.get_data(a.dataset)
     print(f"data loaded once in {time.perf_counter() - t:.1f} s")
-    cfg = live.run_config(device, dataset=a.dataset, time_budget=a.seconds)
+    cfg = quick.run_config(device, dataset=a.dataset, time_budget=a.seconds)
     stop = threading.Event()
     t0 = time.perf_counter()
     first_step = first_val = None

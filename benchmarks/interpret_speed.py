@@ -34,8 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import vitviz  # noqa: E402
 from vitviz.data import gallery  # noqa: E402
-from vitviz.explain import interpret as I  # noqa: E402
-from vitviz.explain import methods as M  # noqa: E402
+from vitviz.explain import (
+    interpret,  # noqa: E402
+    methods,  # noqa: E402
+)
 
 
 def time_it(fn, repeats: int) -> float:
@@ -51,26 +53,26 @@ def time_it(fn, repeats: int) -> float:
 
 def everything(model, x):
     """What the Explore view computes: one forward + backward, then rollout per layer and distances."""
-    ex = I.attention_and_relevance(model, x)
+    ex = interpret.attention_and_relevance(model, x)
     patch = vitviz.card_of(model).config.patch_size
     return (
         ex,
-        I.attention_rollout(ex["attn"], all_layers=True),
-        I.mean_attention_distance(ex["attn"], patch, prefix=model),
+        interpret.attention_rollout(ex["attn"], all_layers=True),
+        interpret.mean_attention_distance(ex["attn"], patch, prefix=model),
     )
 
 
 def explore_update(model, pixels):
     """What an Explore update costs the server: the analysis and every picture of the view drawn."""
-    from vitviz.pictures import explanation as views
-    from vitviz.pictures import explore as pictures
+    from vitviz.pictures import explanation
+    from vitviz.pictures import explore as explore_pictures
 
-    ex = views.analyse(model, pixels)
-    return pictures.render_explore(model, ex)
+    ex = explanation.analyse(model, pixels)
+    return explore_pictures.render_explore(model, ex)
 
 
 def timm_figures(img, repeats: int):
-    from vitviz.pictures import explanation as views
+    from vitviz.pictures import explanation
 
     cases = {
         "timm/deit_small_patch16_224.fb_in1k": "DeiT-S/16 (timm) 224x224 Explore update (analysis + every picture)",
@@ -79,7 +81,7 @@ def timm_figures(img, repeats: int):
     }
     for key, what in cases.items():
         model = vitviz.load_model(key, pretrained=False)
-        pixels = views.image_to_pixels(model, img)
+        pixels = explanation.image_to_pixels(model, img)
         t = time_it(lambda: explore_update(model, pixels), repeats)
         print(f"{what} median {t:.2f} s; target 1.5 s = {t / 1.5:.2f}x")
 
@@ -103,13 +105,13 @@ def words_figures(img, repeats: int):
     from hf_cache import save
 
     from vitviz.models.words import with_labels
-    from vitviz.pictures import explanation as views
+    from vitviz.pictures import explanation
 
     for name, (kind, vision, text) in WORDS.items():
         with tempfile.TemporaryDirectory() as folder:
             base = vitviz.load_model(f"hf:{save(Path(folder) / kind, kind, vision=vision, text=text)}", max_params=None)
         model = with_labels(base, LABELS)
-        pixels = views.image_to_pixels(model, img)
+        pixels = explanation.image_to_pixels(model, img)
         t = time_it(lambda: explore_update(model, pixels), repeats)
         print(
             f"{name} (transformers) 224x224 Explore update with 10 labels: median {t:.2f} s; target 1.5 s = "
@@ -137,18 +139,20 @@ def main():
     img = Image.open(gallery.items("cifar10")[3][0])
     model = vitviz.load_model()
     x = vitviz.preprocess(img, model)
-    attn = I.attention_maps(model, x)
+    attn = interpret.attention_maps(model, x)
     parts = {
-        "attention maps": lambda: I.attention_maps(model, x),
-        "rollout (mean, discard 0.9, all layers)": lambda: I.attention_rollout(attn, "mean", 0.9, all_layers=True),
-        "gradient rollout": lambda: I.gradient_rollout(model, x),
-        "mean attention distance": lambda: I.mean_attention_distance(
+        "attention maps": lambda: interpret.attention_maps(model, x),
+        "rollout (mean, discard 0.9, all layers)": lambda: interpret.attention_rollout(
+            attn, "mean", 0.9, all_layers=True
+        ),
+        "gradient rollout": lambda: interpret.gradient_rollout(model, x),
+        "mean attention distance": lambda: interpret.mean_attention_distance(
             attn, vitviz.card_of(model).config.patch_size, prefix=model
         ),
         "all four, separately": lambda: (
-            I.attention_rollout(I.attention_maps(model, x)),
-            I.gradient_rollout(model, x),
-            I.mean_attention_distance(attn, 4, prefix=1),
+            interpret.attention_rollout(interpret.attention_maps(model, x)),
+            interpret.gradient_rollout(model, x),
+            interpret.mean_attention_distance(attn, 4, prefix=1),
         ),
         "all four, one pass (attention_and_relevance + rollout + distance)": lambda: everything(model, x),
     }
@@ -156,9 +160,9 @@ def main():
         print(f"shipped CIFAR-10 model  {name:42s} median {1000 * time_it(fn, a.repeats):7.1f} ms")
     t = time_it(lambda: everything(model, x), a.repeats)
     print(f"target 50 ms: {1000 * t:.1f} ms median = {t / 0.050:.2f}x of the budget")
-    print(f"each map on its own (occlusion's batches: {I.inference_precision(model, x).choice.reason}):")
-    for name in M.METHODS:
-        tm = time_it(lambda: M.relevance(model, x, name), max(3, a.repeats // 3))
+    print(f"each map on its own (occlusion's batches: {interpret.inference_precision(model, x).choice.reason}):")
+    for name in methods.METHODS:
+        tm = time_it(lambda: methods.relevance(model, x, name), max(3, a.repeats // 3))
         print(f"shipped CIFAR-10 model  {name:42s} median {1000 * tm:7.1f} ms = {tm / 0.050:.2f}x of 50 ms")
     if a.vit_b_16:
         vit = vitviz.load_model("vit_b_16", pretrained=False)
@@ -168,8 +172,8 @@ def main():
             f"ViT-B/16 224x224 explanation (attention_and_relevance + rollout + distance) median {tv:.2f} s; "
             f"target 1.5 s = {tv / 1.5:.2f}x of the budget"
         )
-        for name in M.METHODS:
-            tm = time_it(lambda: M.relevance(vit, xv, name), 1 if name == "occlusion" else 3)
+        for name in methods.METHODS:
+            tm = time_it(lambda: methods.relevance(vit, xv, name), 1 if name == "occlusion" else 3)
             print(f"ViT-B/16  {name:30s} median {tm:6.2f} s = {tm / 1.5:.2f}x of 1.5 s")
 
 

@@ -25,17 +25,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import vitviz  # noqa: E402
 from vitviz.data import gallery  # noqa: E402
-from vitviz.explain import interpret as I  # noqa: E402
+from vitviz.explain import interpret  # noqa: E402
 
 MODELS = ("vit_small_patch14_dinov2.lvd142m", "vit_small_patch14_reg4_dinov2.lvd142m")
 
 
 def outliers(model, images: list[Image.Image], last: int = 4) -> dict:
-    K = I.num_prefix(model)
+    K = interpret.num_prefix(model)
     found, biggest = [], 0.0
     for im in images:
-        norms = I.token_norms(model, vitviz.preprocess(im, model))[0]  # (L, N)
-        out = [o for o in I.norm_outliers(norms, prefix=K) if o[0] >= norms.shape[0] - last]
+        norms = interpret.token_norms(model, vitviz.preprocess(im, model))[0]  # (L, N)
+        out = [o for o in interpret.norm_outliers(norms, prefix=K) if o[0] >= norms.shape[0] - last]
         found.append(len(out))
         biggest = max([biggest] + [t for *_, t in out])
     n = len(images)

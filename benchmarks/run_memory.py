@@ -3,7 +3,7 @@
     python benchmarks/run_memory.py                    # the largest run VITVIZ_TRAIN_MEMORY_GB admits (4 GB)
     python benchmarks/run_memory.py --bound 1 --budget 20 --precision bf16
 
-A run is what the Train tab starts (vitviz.training.live.stream_run: the steps, the quick validations,
+A run is what the Train tab starts (vitviz.app.live.stream_run: the steps, the quick validations,
 the epoch's and the final validation, the probe pictures, the kept snapshots), on synthetic CIFAR-sized
 data, in a fresh process. Of the Train tab's architectures at its extremes (benchmarks/train_memory.py),
 the one whose largest admitted batch moves the most tokens through its layers is run at that batch. It
@@ -53,9 +53,10 @@ def run(bound_gb: float, budget: float, precision: str, arch: tuple | None = Non
     import torch
     from train_memory import peak, reset_peak
 
+    from vitviz.app import live
     from vitviz.data.datasets import CIFAR10_CLASSES, Dataset, Split
     from vitviz.runtime import speed
-    from vitviz.training import live
+    from vitviz.training import quick
 
     if precision == "bf16":  # whatever the CPU's speed: the path that holds the most
         speed.decide = lambda *a, **k: speed.Choice(True, "matmuls", 1.0, "bf16: forced")
@@ -69,8 +70,8 @@ def run(bound_gb: float, budget: float, precision: str, arch: tuple | None = Non
     data = Dataset(
         "cifar10", split(n_train), split(1000), split(100), list(CIFAR10_CLASSES), (0.5,) * 3, (0.5,) * 3, True, "x"
     )
-    live._datasets["cifar10"] = data
-    cfg = live.run_config(
+    quick._datasets["cifar10"] = data
+    cfg = quick.run_config(
         torch.device("cpu"),
         dataset="cifar10",
         preset=cfg.preset,

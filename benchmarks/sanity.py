@@ -24,14 +24,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from testset import model_and_sample, parser  # noqa: E402
 
 from vitviz.data.datasets import normalize  # noqa: E402
-from vitviz.explain import methods as M  # noqa: E402
-from vitviz.explain import sanity  # noqa: E402
+from vitviz.explain import (
+    methods,  # noqa: E402
+    sanity,  # noqa: E402
+)
 
 
 def main():
     a = parser(images=200, batch=50).parse_args()
     model, test, idx = model_and_sample(a)
-    names = list(M.METHODS)
+    names = list(methods.METHODS)
     rho: dict[str, dict[str, list]] = {}
     t0 = time.perf_counter()
     for i in range(0, len(idx), a.batch):

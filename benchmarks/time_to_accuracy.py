@@ -3,7 +3,7 @@
     python benchmarks/time_to_accuracy.py [--budgets 60 180] [--dataset cifar10] [--baseline] [--ablate]
 
 For each time budget, trains with the app's quick-run settings for that budget
-(vitviz.training.live.quick_defaults: the learning-rate schedule, the token drop and the weight
+(vitviz.training.quick.quick_defaults: the learning-rate schedule, the token drop and the weight
 average all fit the budget, as in the app), then reports the test accuracy of the model it ends
 with. `--baseline` also runs, in the same invocation and on the same machine, the quick recipe as it
 was before it was designed for a time budget (BASELINE below, frozen here), and prints the
@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 from vitviz.data.datasets import Dataset, load_dataset  # noqa: E402
 from vitviz.models.vit import ViT  # noqa: E402
-from vitviz.training.live import quick_defaults  # noqa: E402
 from vitviz.training.loop import TrainConfig, describe_device, pick_device, train  # noqa: E402
 from vitviz.training.precision import run_precision  # noqa: E402
+from vitviz.training.quick import quick_defaults  # noqa: E402
 
 # The CPU quick run as it stood before this benchmark's --baseline existed: an epoch recipe cut short by the
 # budget (preset `quick`: width 64, depth 4, 4 heads), every token every step, no weight average.

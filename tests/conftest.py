@@ -49,11 +49,11 @@ def small_data(tmp_path_factory):
     old = {k: os.environ.get(k) for k in ("VITVIZ_DATA", "VITVIZ_CACHE")}
     os.environ["VITVIZ_DATA"] = str(root)
     os.environ["VITVIZ_CACHE"] = str(root / "cache")
-    from vitviz.training import live
+    from vitviz.training import quick
 
-    live._datasets.clear()
+    quick._datasets.clear()
     yield root
-    live._datasets.clear()
+    quick._datasets.clear()
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)

@@ -13,17 +13,16 @@ import torch
 from helpers import EXAMPLE, FakeRequest, free_port, skipped
 from PIL import Image
 
-from vitviz.app import build_demo, choices, handlers, launch, model_tab, switch, train_tab
-from vitviz.app import compare_tab as compare
-from vitviz.app import explore_tab as explore
-from vitviz.app import menu as models
-from vitviz.app.visitor import DEFAULT_EXAMPLE, NONE_SELECTED, Visitor
+from vitviz.app import build_demo, choices, handlers, launch, menu, switch
+from vitviz.app.state import DEFAULT_EXAMPLE, NONE_SELECTED, Visitor
+from vitviz.app.tabs import compare, explore
+from vitviz.app.tabs import model as model_tab
+from vitviz.app.tabs import train as train_tab
 from vitviz.data import gallery
-from vitviz.pictures import explanation as views
-from vitviz.pictures import explore as pictures
-from vitviz.pictures import input_view
+from vitviz.pictures import explanation, input_view
+from vitviz.pictures import explore as explore_pictures
 from vitviz.runtime import speed
-from vitviz.training import live, record, stops
+from vitviz.training import quick, record, stops
 
 pytestmark = pytest.mark.usefixtures("small_data")
 
@@ -106,8 +105,8 @@ def view(image=EXAMPLE, **kw):
 def test_explain_handler_gives_every_picture():
     v, fresh, ex, state = explore.explore_view({"path": EXAMPLE})
     assert len(v.top5) == 5 and abs(sum(v.top5.values()) - 1) < 0.5
-    assert fresh == set(pictures.PICTURE_NAMES)
-    for pic in pictures.PICTURE_NAMES:
+    assert fresh == set(explore_pictures.PICTURE_NAMES)
+    for pic in explore_pictures.PICTURE_NAMES:
         p = getattr(v, pic)
         assert isinstance(p, np.ndarray) and p.ndim == 3 and p.shape[2] == 3
     assert "Prediction" in v.summary and "CLS" in v.summary
@@ -115,11 +114,11 @@ def test_explain_handler_gives_every_picture():
     v2, fresh2, _, _ = explore.explore_view({"path": EXAMPLE}, patch=10, state=state)
     assert fresh2 == {"sees", "rollout", "head_large", "rollout_strip", "heads"}
     assert not np.array_equal(v2.rollout, v.rollout) and v2.class_map is v.class_map
-    # /explain returns the same pictures as files, in pictures.ExploreView's field order
+    # /explain returns the same pictures as files, in explore_pictures.ExploreView's field order
     out = explore.explain({"path": EXAMPLE}, patch=10, state=state)
-    assert len(out) == len(pictures.OUTPUT_NAMES)
-    for name, value in zip(pictures.OUTPUT_NAMES, out):
-        if name in pictures.PICTURE_NAMES:
+    assert len(out) == len(explore_pictures.OUTPUT_NAMES)
+    for name, value in zip(explore_pictures.OUTPUT_NAMES, out):
+        if name in explore_pictures.PICTURE_NAMES:
             got = np.asarray(Image.open(value).convert("RGB")).astype(int)
             assert got.shape == getattr(v2, name).shape and np.abs(got - getattr(v2, name)).mean() < 3, name
     assert out[0] == v2.top5 and out[-1] == v2.summary
@@ -150,11 +149,13 @@ def test_page_update_sends_only_what_changed_and_says_errors_beside_their_contro
         ],
     ]
     state = Visitor()
-    names = pictures.OUTPUT_NAMES
+    names = explore_pictures.OUTPUT_NAMES
     out = explore.explain_page(args()[0], "cifar10", *args()[1:], state)
-    assert all(out[names.index(n)] is not None and not skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
+    assert all(
+        out[names.index(n)] is not None and not skipped(out[names.index(n)]) for n in explore_pictures.PICTURE_NAMES
+    )
     out = explore.explain_page(args()[0], "cifar10", *args(layer=3)[1:], state)
-    sent = {n for n in pictures.PICTURE_NAMES if not skipped(out[names.index(n)])}
+    sent = {n for n in explore_pictures.PICTURE_NAMES if not skipped(out[names.index(n)])}
     assert sent == {"head_large"}  # a new layer redraws the layer-and-head view alone
     notes = dict(zip(explore.NOTES, out[len(names) + 1 :]))
     assert not any(notes.values())
@@ -167,7 +168,7 @@ def test_page_update_sends_only_what_changed_and_says_errors_beside_their_contro
     out = explore.explain_page(args()[0], "cifar10", *args(target="giraffe")[1:], state)
     assert "giraffe" in dict(zip(explore.NOTES, out[len(names) + 1 :]))["target_note"]
     out = explore.explain_page(args()[0], "cifar10", *args()[1:], state)  # after an error: everything again
-    assert not any(skipped(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
+    assert not any(skipped(out[names.index(n)]) for n in explore_pictures.PICTURE_NAMES)
 
 
 def test_predict_handler_matches_explain():
@@ -222,9 +223,9 @@ def test_a_model_change_keeps_the_choices_the_new_model_has():
     assert out[1]["value"] == "cat" and out[2]["value"] == 3 and out[3]["value"] == 2 and out[5]["value"] == 27
     out = switch.controls_for("mnist", state, "cat", 6, 8, 27)  # the last layer stays the last; heads clamped
     assert out[1]["value"] == "predicted class" and "no class 'cat'" in out[9]
-    assert out[2]["value"] == models.resolve_model("mnist").card.config.depth and out[3]["value"] <= out[3]["maximum"]
+    assert out[2]["value"] == menu.resolve_model("mnist").card.config.depth and out[3]["value"] <= out[3]["maximum"]
     assert out[5]["value"] == 27  # patch 27 is on MNIST's grid too
-    cfg = models.resolve_model("mnist").card.config
+    cfg = menu.resolve_model("mnist").card.config
     out = switch.controls_for("mnist", state, "3", 1, 1, cfg.num_patches + 5)  # off this grid: CLS
     assert out[1]["value"] == "3" and out[2]["value"] == 1 and out[5]["value"] == -1
 
@@ -256,17 +257,17 @@ def test_upload_checkpoint(tmp_path, tiny_model):
 
     checkpoint.save(tmp_path / "mine", tiny_model)
     state = Visitor()
-    msg, state, key = models.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "mine.json")], state)
+    msg, state, key = menu.upload_checkpoint([str(tmp_path / "mine.safetensors"), str(tmp_path / "mine.json")], state)
     assert key == "upload" and "Loaded" in msg
     assert len(view(model_key="upload", layer=2, head=4, state=state).top5) == 5
     (tmp_path / "evil.json").write_text('{"format": "vitviz-checkpoint", "model": {"depth": "__import__"}}')
     # a refused checkpoint: a sentence for the note beside the upload, and the model menu left alone
-    msg, _, menu = models.upload_checkpoint(
+    msg, _, dropdown = menu.upload_checkpoint(
         [str(tmp_path / "mine.safetensors"), str(tmp_path / "evil.json")], Visitor()
     )
-    assert "could not be loaded" in msg and skipped(menu)
-    msg, _, menu = models.upload_checkpoint([str(tmp_path / "mine.safetensors")], Visitor())
-    assert "two files" in msg and skipped(menu)
+    assert "could not be loaded" in msg and skipped(dropdown)
+    msg, _, dropdown = menu.upload_checkpoint([str(tmp_path / "mine.safetensors")], Visitor())
+    assert "two files" in msg and skipped(dropdown)
 
 
 def test_model_view_and_clicks():
@@ -314,9 +315,9 @@ def test_epoch_snapshots_can_be_compared():
         width=32, heads=2, depth=1, epochs=3, time_budget=0, batch_size=64, state=state, request=FakeRequest("snap")
     ):
         pass
-    state, menu = out[6], out[7]
+    state, dropdown = out[6], out[7]
     assert sorted(k for k in state.models if k.startswith("session@")) == ["session@1", "session@2", "session@3"]
-    assert ("Trained in this session, after epoch 1", "session@1") in menu["choices"]
+    assert ("Trained in this session, after epoch 1", "session@1") in dropdown["choices"]
     assert out[8]["value"] == "session"  # the right-hand Compare menu switches to the new model
     first, last = state.models["session@1"], state.models["session@3"]
     assert not torch.equal(first.head.weight, last.head.weight)
@@ -353,7 +354,7 @@ def test_the_train_button_says_a_refusal_in_the_status_and_leaves_the_menus():
 
 def test_training_without_data_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("VITVIZ_DATA", str(tmp_path / "missing"))
-    monkeypatch.setattr(live, "_datasets", {})
+    monkeypatch.setattr(quick, "_datasets", {})
     with pytest.raises(gr.Error, match="not available"):
         next(train_tab.train_run(request=FakeRequest("c")))
 
@@ -399,9 +400,9 @@ def test_api_predict_and_explain(client):
 
     lab = client.predict(handle_file(EXAMPLE), api_name="/predict")
     assert len(lab["confidences"]) == 5
-    names = pictures.OUTPUT_NAMES
+    names = explore_pictures.OUTPUT_NAMES
     out = client.predict(handle_file(EXAMPLE), api_name="/explain")
-    assert len(out) == len(names) and all(os.path.exists(out[names.index(n)]) for n in pictures.PICTURE_NAMES)
+    assert len(out) == len(names) and all(os.path.exists(out[names.index(n)]) for n in explore_pictures.PICTURE_NAMES)
     sees = Image.open(out[names.index("sees")])
     assert sees.size[1] == 256 and sees.size[0] > 256  # the grid, and the CLS tile beside it
     out2 = client.predict(
@@ -470,7 +471,7 @@ def test_api_export_returns_the_zip_and_the_attention(client):
     zpath, npath = client.predict(handle_file(EXAMPLE), patch=5, api_name="/export")
     with zipfile.ZipFile(zpath) as z:
         names = set(z.namelist())
-        assert names == {f"{n}.png" for n in views.EXPORT_NAMES.values()}
+        assert names == {f"{n}.png" for n in explanation.EXPORT_NAMES.values()}
         assert Image.open(z.open("input_with_patch_grid.png")).size[1] == 256
     attn = np.load(npath)
     assert attn.shape == (6, 6, 65, 65) and np.allclose(attn.sum(-1), 1.0, atol=1e-4)
@@ -485,7 +486,7 @@ def test_api_take_away_and_the_class_map_methods(client):
     )
     assert summary.startswith("**10 of 64 patches hidden.**") and len(top5["confidences"]) == 5
     assert Image.open(picture).size == (256, 256) and Image.open(curves).size[0] > 300
-    names = pictures.OUTPUT_NAMES
+    names = explore_pictures.OUTPUT_NAMES
     out = client.predict(handle_file(EXAMPLE), method="LeGrad", model_key="cifar10/random-head", api_name="/explain")
     assert os.path.exists(out[names.index("class_map")]) and os.path.exists(out[names.index("norms")])
     with pytest.raises(AppError, match="method must be one of"):
@@ -496,15 +497,15 @@ def test_api_take_away_and_the_class_map_methods(client):
 
 def test_the_quick_run_is_designed_for_its_budget_and_the_form_follows_it():
     cpu = torch.device("cpu")
-    short, long = live.quick_defaults(cpu, 60), live.quick_defaults(cpu, 600)
+    short, long = quick.quick_defaults(cpu, 60), quick.quick_defaults(cpu, 600)
     assert short["token_drop"] > 0 and short["token_drop_until"] < 1
     assert not short["augment"] and long["augment"]  # crop and flip only where the run is long enough
-    assert live.quick_defaults(cpu, 60, "mnist")["patch_size"] == 7 and long["patch_size"] == 4
-    cfg = live.run_config(cpu, dataset="mnist", time_budget=60)
+    assert quick.quick_defaults(cpu, 60, "mnist")["patch_size"] == 7 and long["patch_size"] == 4
+    cfg = quick.run_config(cpu, dataset="mnist", time_budget=60)
     assert (cfg.patch_size, cfg.token_drop, cfg.time_budget) == (7, 0.5, 60)
     assert train_tab.settings("mnist", *[None] * 4, None, None, 60, *[None] * 5)["patch_size"] == 7
     assert [u["value"] for u in train_tab.follow_recipe("mnist", "60")] == [7, False]
     assert [u["value"] for u in train_tab.follow_recipe("cifar10", "a while")] == [4, False]  # the default budget
     assert [u["value"] for u in train_tab.follow_recipe("cifar10", 900)] == [4, True]
-    gpu = live.quick_defaults(torch.device("cuda"), None, "mnist")  # a GPU (ZeroGPU) has its own recipe
+    gpu = quick.quick_defaults(torch.device("cuda"), None, "mnist")  # a GPU (ZeroGPU) has its own recipe
     assert gpu["patch_size"] == 4 and gpu["augment"] and gpu["time_budget"] == 60

@@ -11,16 +11,16 @@ import pytest
 import torch
 from helpers import Evt
 
-from vitviz.app import choices, model_tab, switch
-from vitviz.app import explore_tab as explore
-from vitviz.app import menu as models
-from vitviz.app.visitor import Visitor
+from vitviz.app import choices, menu, switch
+from vitviz.app.state import Visitor
+from vitviz.app.tabs import explore
+from vitviz.app.tabs import model as model_tab
 from vitviz.data import gallery
 from vitviz.models import checkpoint
 from vitviz.models.bound import ModelError
 from vitviz.models.hub import load_model
-from vitviz.pictures import explanation as views
-from vitviz.pictures import explore as pictures
+from vitviz.pictures import explanation
+from vitviz.pictures import explore as explore_pictures
 from vitviz.training.config import ConfigError, TrainConfig
 
 EXAMPLE = gallery.items("cifar10")[3][0]
@@ -30,7 +30,7 @@ def uploaded(tmp_path, name):
     """A visitor whose uploaded checkpoint is a copy of the shipped `name` model."""
     checkpoint.save(tmp_path / name, load_model(name))
     v = Visitor()
-    models.upload_checkpoint([str(tmp_path / f"{name}.safetensors"), str(tmp_path / f"{name}.json")], v)
+    menu.upload_checkpoint([str(tmp_path / f"{name}.safetensors"), str(tmp_path / f"{name}.json")], v)
     return v
 
 
@@ -48,18 +48,18 @@ def test_pick_example_follows_the_model_not_the_menu_key(tmp_path):
 def test_position_click_redraws_only_the_highlight(monkeypatch):
     model_tab.model_view("cifar10")  # fills the cache
     calls = []
-    monkeypatch.setattr(views, "summarise_model", lambda *a: calls.append(a))
+    monkeypatch.setattr(explanation, "summarise_model", lambda *a: calls.append(a))
     cfg = load_model("cifar10").card.config
-    size = views.pos_tile_size(cfg.grid_size)
+    size = explanation.pos_tile_size(cfg.grid_size)
     # the centre of the tile in row 2, column 5
     pos, tiles, large = model_tab.pos_click(
         "cifar10", None, Evt([2 + 5 * (size + 2) + size // 2, 2 + 2 * (size + 2) + size // 2])
     )
     assert pos == 2 * cfg.grid_size + 5 and not calls
-    s = model_tab.summary_of(models.MODELS.get("cifar10"))
-    expect = views.position_pictures(s, cfg, pos)
+    s = model_tab.summary_of(menu.MODELS.get("cifar10"))
+    expect = explanation.position_pictures(s, cfg, pos)
     assert np.array_equal(tiles, expect[0]) and np.array_equal(large, expect[1])
-    other = views.position_pictures(s, cfg, 0)
+    other = explanation.position_pictures(s, cfg, 0)
     assert not np.array_equal(tiles, other[0])  # the highlight moved
 
 
@@ -86,7 +86,7 @@ def test_one_slow_load_does_not_hold_up_another_model():
             fast_done.wait(30)
         return key.upper()
 
-    store = models.SharedModels(loader)
+    store = menu.SharedModels(loader)
     t = threading.Thread(target=store.get, args=("slow",))
     t.start()
     assert started.wait(30)
@@ -104,7 +104,7 @@ def test_a_failed_load_is_remembered_for_a_while():
         tries.append(key)
         raise ModelError("no internet here")
 
-    store = models.SharedModels(loader, retry_after=0.3)
+    store = menu.SharedModels(loader, retry_after=0.3)
     for _ in range(3):
         with pytest.raises(ModelError, match="no internet"):
             store.get("vit_b_16")
@@ -121,12 +121,12 @@ def test_export_files_hold_every_picture_and_the_attention():
     v, _, ex, _ = explore.explore_view({"path": EXAMPLE}, patch=9)
     with zipfile.ZipFile(zpath) as z:
         names = sorted(z.namelist())
-        assert names == sorted(f"{views.EXPORT_NAMES[k]}.png" for k in v.pictures())
-        assert len(names) == len(pictures.PICTURE_NAMES)
+        assert names == sorted(f"{explanation.EXPORT_NAMES[k]}.png" for k in v.pictures())
+        assert len(names) == len(explore_pictures.PICTURE_NAMES)
         for k, pic in v.pictures().items():  # lossless: the page's picture, its title and colour bar included
             from PIL import Image
 
-            assert np.array_equal(np.asarray(Image.open(z.open(f"{views.EXPORT_NAMES[k]}.png"))), pic), k
+            assert np.array_equal(np.asarray(Image.open(z.open(f"{explanation.EXPORT_NAMES[k]}.png"))), pic), k
     attn = np.load(npath)
     np.testing.assert_allclose(attn, ex.attn.numpy())
     np.testing.assert_allclose(attn.sum(-1), 1.0, atol=1e-4)  # softmax rows

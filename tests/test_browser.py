@@ -10,6 +10,7 @@ import pytest
 from helpers import SHOTS, image_src, open_page, settled, wait_change
 
 from vitviz.data import gallery
+from vitviz.models.hub import load_model
 
 pytestmark = pytest.mark.usefixtures("small_data")
 FIRST_SCREEN = (
@@ -109,6 +110,36 @@ def test_phone_shows_prediction_and_maps_before_controls_and_a_tap_changes_them(
         pg.close()
 
 
+def test_one_click_on_the_patch_grid_is_one_server_event(browser):
+    """A click on the input's grid selects the token, sets the token's number and menu and redraws every picture
+    that follows it, all in one request to the server (counted at the browser: queued and direct calls)."""
+    pg = open_page(browser, 1400, 1000)
+    calls = []
+
+    def count(request):
+        if request.method == "POST" and ("/queue/join" in request.url or "/run/" in request.url):
+            calls.append(request.url)
+
+    try:
+        settled(pg, "sees", "rollout", "heads", timeout=60_000)
+        pg.wait_for_timeout(1500)  # whatever the opening set off has ended
+        pg.on("request", count)
+        for place, row, col in ((1, 4, 2), (2, 1, 6)):
+            before = image_src(pg, "rollout")
+            sees = pg.locator("#sees img").first.bounding_box()
+            side = sees["height"]
+            pg.mouse.click(sees["x"] + side * (col + 0.5) / 8, sees["y"] + side * (row + 0.5) / 8)
+            wait_change(pg, "rollout", before)
+            pg.wait_for_function(f"() => document.querySelector('#patch input').value === '{row * 8 + col}'")
+            settled(pg, "sees", "rollout", "heads", timeout=60_000)
+            pg.wait_for_timeout(1500)  # any event the click set off has been sent by now
+            assert len(calls) == place, calls  # one more request per click, and only one
+        assert f"patch {1 * 8 + 6}" in pg.locator("#summary").inner_text()
+    finally:
+        pg.remove_listener("request", count)
+        pg.close()
+
+
 def test_explore_patch_cls_and_fusion(page):
     first = image_src(page, "rollout")
     page.locator("#examples img").nth(12).click()  # another example
@@ -168,7 +199,7 @@ def test_step_by_step_follows_the_block_and_the_token(page):
     pic = page.locator("#step-input img").first.bounding_box()
     page.mouse.click(pic["x"] + pic["height"] * 1.5 / 8, pic["y"] + pic["height"] * 0.5 / 8)  # patch 1
     wait_change(page, "step-sequence", sequence)
-    assert page.locator("#step-token input").first.input_value() == "1"
+    page.wait_for_function("() => /Following patch 1 /.test(document.querySelector('#step-following').innerText)")
     page.screenshot(path=str(SHOTS / "steps.png"), full_page=True)
 
 
@@ -199,6 +230,20 @@ def test_model_tab(page):
     )  # drawn again on opening, in the visitor's style (a busy machine: it may wait its turn in the queue)
     page.wait_for_timeout(300)
     settled(page, "pos-tiles", "pos-large", "distance", "components", timeout=60_000)
+    model = load_model("cifar10")
+    cfg, params = model.card.config, sum(p.numel() for p in model.module.parameters())
+    card = page.locator("#model-card").inner_text()
+    assert f"{params:,} parameters" in card and f"{cfg.depth}" in card, card  # the model on screen, counted
+    sizes = page.evaluate(
+        """() => ['pos-tiles', 'pos-large', 'distance', 'components'].map(id => {
+            const i = document.querySelector('#' + id + ' img');
+            return i ? [i.naturalWidth, i.naturalHeight] : null; })"""
+    )
+    assert all(s and s[0] >= 200 and s[1] >= 120 for s in sizes), sizes  # every picture drawn, none a blank stub
+    before = image_src(page, "pos-large")
+    tiles = page.locator("#pos-tiles img").first.bounding_box()
+    page.mouse.click(tiles["x"] + tiles["width"] * 0.8, tiles["y"] + tiles["height"] * 0.8)  # a position far right
+    wait_change(page, "pos-large", before, timeout=60_000)  # the clicked position shown large
     page.screenshot(path=str(SHOTS / "model.png"), full_page=True)
 
 

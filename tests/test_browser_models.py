@@ -8,12 +8,11 @@ import pytest
 from helpers import chromium, free_port, image_src, open_on_photo, wait_change, write_hub_cache
 from PIL import Image, ImageDraw
 
-from vitviz.app import build_demo, launch
-from vitviz.app import menu as models
+from vitviz.app import build_demo, launch, menu
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.usefixtures("small_data")
-ENTRIES = [k for k in models.SHARED if k.startswith("timm/")]
+ENTRIES = [k for k in menu.SHARED if k.startswith("timm/")]
 
 
 def photo(path):
@@ -39,7 +38,7 @@ def served(tmp_path_factory):
         write_hub_cache(cache, key.removeprefix("timm/"))
     mp = pytest.MonkeyPatch()
     mp.setattr(hf, "HF_HUB_CACHE", str(cache))
-    mp.setattr(models, "MODELS", models.SharedModels())
+    mp.setattr(menu, "MODELS", menu.SharedModels())
     demo = build_demo()
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     with sync_playwright() as p:
@@ -56,7 +55,7 @@ def test_each_timm_entry_draws_a_photo(served, key):
     page = b.new_page(viewport={"width": 1400, "height": 1000})
     try:
         before = open_on_photo(page, url, path)
-        label = next(lbl for lbl, k in models.model_choices() if k == key)
+        label = next(lbl for lbl, k in menu.model_choices() if k == key)
         assert "on this machine" in label
         page.locator("#model-dd input").click()
         page.get_by_role("option", name=label).click()

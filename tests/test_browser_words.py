@@ -11,8 +11,7 @@ from helpers import chromium, free_port, image_src, open_on_photo, wait_change
 from hf_cache import write_cache
 from PIL import Image, ImageDraw
 
-from vitviz.app import build_demo, launch
-from vitviz.app import menu as models
+from vitviz.app import build_demo, launch, menu
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.usefixtures("small_data")
@@ -30,7 +29,7 @@ def served(tmp_path_factory):
     cache = write_cache(tmp_path_factory.mktemp("hub"), ENTRIES)
     mp = pytest.MonkeyPatch()
     mp.setattr(hf, "HF_HUB_CACHE", str(cache))
-    mp.setattr(models, "MODELS", models.SharedModels())
+    mp.setattr(menu, "MODELS", menu.SharedModels())
     demo = build_demo()
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     path = tmp_path_factory.mktemp("photo") / "photo.png"
@@ -56,7 +55,7 @@ def test_labels_typed_on_a_photo_redraw_the_scores_and_maps_and_go_in_the_link(s
     page = b.new_page(viewport={"width": 1400, "height": 1000})
     try:
         open_on_photo(page, url, path)
-        label = next(lbl for lbl, k in models.model_choices() if k == key)
+        label = next(lbl for lbl, k in menu.model_choices() if k == key)
         assert "on this machine" in label
         before = image_src(page, "class-map")
         choose(page, "model-dd", label)

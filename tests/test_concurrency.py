@@ -16,15 +16,16 @@ import torch
 from helpers import canonical
 from PIL import Image
 
-from vitviz.app import compare_tab as compare
-from vitviz.app import explore_tab as explore
-from vitviz.app import menu as models
-from vitviz.app import model_tab, removal_tab, steps_tab
+from vitviz.app import menu
 from vitviz.app.inputs import PREDICTED
+from vitviz.app.tabs import compare, explore
+from vitviz.app.tabs import model as model_tab
+from vitviz.app.tabs import removal as removal_tab
+from vitviz.app.tabs import steps as steps_tab
 from vitviz.data import gallery
 from vitviz.data.datasets import CIFAR10_CLASSES
 from vitviz.models.card import ModelCard, describe
-from vitviz.models.loaded import loaded
+from vitviz.models.hub import loaded
 from vitviz.models.tv_vit import config_of
 
 IMAGES = [{"path": gallery.items("cifar10")[i][0]} for i in (1, 3, 6)]
@@ -54,13 +55,13 @@ def small_torchvision_vit():
 @pytest.fixture(scope="module")
 def shared_torchvision():
     """A small torchvision ViT served under ViT-B/16's key (whose real weights need internet)."""
-    old = models.MODELS._models.get("vit_b_16")
-    models.MODELS._models["vit_b_16"] = loaded(small_torchvision_vit())
+    old = menu.MODELS._models.get("vit_b_16")
+    menu.MODELS._models["vit_b_16"] = loaded(small_torchvision_vit())
     yield "vit_b_16"
     if old is None:
-        models.MODELS._models.pop("vit_b_16", None)
+        menu.MODELS._models.pop("vit_b_16", None)
     else:
-        models.MODELS._models["vit_b_16"] = old
+        menu.MODELS._models["vit_b_16"] = old
 
 
 def calls(tv_key: str) -> list[tuple[str, callable]]:
@@ -142,7 +143,7 @@ def test_every_endpoint_answers_alone_and_in_a_crowd_the_same(small_data, shared
 def test_a_training_models_snapshot_is_drawn_while_it_trains():
     """Live-run snapshots draw from the training model between steps; an explain on another thread at the
     same moment must neither change its mode nor see its tensors."""
-    from vitviz.explain import interpret as I
+    from vitviz.explain import interpret
     from vitviz.models.vit import ViT, make_config
 
     torch.manual_seed(0)
@@ -150,7 +151,7 @@ def test_a_training_models_snapshot_is_drawn_while_it_trains():
     shared = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).eval()
     torch.nn.init.normal_(shared.head.weight, std=0.5)
     x = torch.randn(2, 3, 32, 32)
-    want = I.attention_and_relevance(shared, x)
+    want = interpret.attention_and_relevance(shared, x)
     stop, seen_modes, replies = threading.Event(), set(), []
 
     def train_steps():
@@ -161,12 +162,12 @@ def test_a_training_models_snapshot_is_drawn_while_it_trains():
             opt.zero_grad()
             loss.backward()
             opt.step()
-            I.attention_maps(training, x)  # a snapshot between steps, as the live run draws them
+            interpret.attention_maps(training, x)  # a snapshot between steps, as the live run draws them
         stop.set()
 
     def explain():
         while not stop.is_set() and len(replies) < 200:
-            replies.append(I.attention_and_relevance(shared, x))
+            replies.append(interpret.attention_and_relevance(shared, x))
 
     t = threading.Thread(target=train_steps)
     e = threading.Thread(target=explain)
@@ -181,8 +182,7 @@ def test_a_training_models_snapshot_is_drawn_while_it_trains():
 
 def test_no_hook_is_left_or_used(tiny_model):
     """The forward returns what the pictures need: no hook is ever registered on a shared model."""
-    from vitviz.explain import interpret as I
-    from vitviz.explain import methods
+    from vitviz.explain import interpret, methods
 
     x = torch.randn(1, 3, 32, 32)
     calls_seen = []
@@ -194,12 +194,12 @@ def test_no_hook_is_left_or_used(tiny_model):
 
     torch.nn.Module.register_forward_hook = spy
     try:
-        I.attention_and_relevance(tiny_model, x)
-        I.walk(tiny_model, x)
-        I.token_norms(tiny_model, x)
+        interpret.attention_and_relevance(tiny_model, x)
+        interpret.walk(tiny_model, x)
+        interpret.token_norms(tiny_model, x)
         for name in methods.METHODS:
             methods.relevance(tiny_model, x, name)
-        I.forward_with_attention(small_torchvision_vit(), x, grad=True)
+        interpret.forward_with_attention(small_torchvision_vit(), x, grad=True)
     finally:
         torch.nn.Module.register_forward_hook = real
     assert calls_seen == []

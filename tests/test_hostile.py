@@ -10,7 +10,7 @@ import pytest
 from helpers import free_port
 
 from vitviz.app import build_demo, launch, link
-from vitviz.app.visitor import Visitor
+from vitviz.app.state import Visitor
 
 RAW = (
     "Traceback",

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from vitviz.explain import interpret as I
+from vitviz.explain import interpret
 
 
 def rand_attn(B=2, L=3, H=4, N=17, seed=0):
@@ -13,7 +13,7 @@ def test_attention_maps_shape_rows_and_model_untouched(tiny_model):
     tiny_model.train()
     hooks_before = [(len(m._forward_hooks), len(m._forward_pre_hooks)) for m in tiny_model.modules()]
     x = torch.randn(2, 3, 32, 32)
-    attn = I.attention_maps(tiny_model, x)
+    attn = interpret.attention_maps(tiny_model, x)
     cfg = tiny_model.config
     assert attn.shape == (2, cfg.depth, cfg.num_heads, 65, 65)
     torch.testing.assert_close(attn.sum(-1), torch.ones(attn.shape[:-1]), atol=1e-5, rtol=0)
@@ -26,10 +26,10 @@ def test_attention_maps_shape_rows_and_model_untouched(tiny_model):
 @pytest.mark.parametrize("discard", [0.0, 0.3, 0.9, 1.0])
 def test_rollout_rows_sum_to_one(fusion, discard):
     attn = rand_attn()
-    r = I.attention_rollout(attn, fusion, discard)
+    r = interpret.attention_rollout(attn, fusion, discard)
     assert r.shape == (2, 17, 17)
     torch.testing.assert_close(r.sum(-1), torch.ones(2, 17), atol=1e-5, rtol=0)
-    rl = I.attention_rollout(attn, fusion, discard, all_layers=True)
+    rl = interpret.attention_rollout(attn, fusion, discard, all_layers=True)
     assert rl.shape == (2, 3, 17, 17)
     torch.testing.assert_close(rl.sum(-1), torch.ones(2, 3, 17), atol=1e-5, rtol=0)
     torch.testing.assert_close(rl[:, -1], r)
@@ -38,7 +38,7 @@ def test_rollout_rows_sum_to_one(fusion, discard):
 def test_rollout_one_layer_by_hand():
     # one layer, one head, N = 2: A = [[.5, .5], [.25, .75]] -> (A + I) / rowsum
     A = torch.tensor([[0.5, 0.5], [0.25, 0.75]])
-    r = I.attention_rollout(A.view(1, 1, 1, 2, 2))
+    r = interpret.attention_rollout(A.view(1, 1, 1, 2, 2))
     expected = torch.tensor([[1.5 / 2, 0.5 / 2], [0.25 / 2, 1.75 / 2]])
     torch.testing.assert_close(r[0], expected)
 
@@ -48,32 +48,31 @@ def test_rollout_two_layers_by_hand():
     A2 = torch.tensor([[0.9, 0.1], [0.6, 0.4]])
     norm = lambda a: (a + torch.eye(2)) / (a + torch.eye(2)).sum(-1, keepdim=True)  # noqa: E731
     attn = torch.stack([A1, A2]).view(1, 2, 1, 2, 2)
-    r = I.attention_rollout(attn)
+    r = interpret.attention_rollout(attn)
     torch.testing.assert_close(r[0], norm(A2) @ norm(A1))
     # head fusion: two heads whose mean is A1
     heads = torch.stack(
         [A1 + 0.1 * torch.tensor([[1.0, -1.0], [1.0, -1.0]]), A1 - 0.1 * torch.tensor([[1.0, -1.0], [1.0, -1.0]])]
     )
-    torch.testing.assert_close(I.attention_rollout(heads.view(1, 1, 2, 2, 2))[0], norm(A1))
-    torch.testing.assert_close(I.attention_rollout(heads.view(1, 1, 2, 2, 2), "max")[0], norm(heads.amax(0)))
+    torch.testing.assert_close(interpret.attention_rollout(heads.view(1, 1, 2, 2, 2))[0], norm(A1))
+    torch.testing.assert_close(interpret.attention_rollout(heads.view(1, 1, 2, 2, 2), "max")[0], norm(heads.amax(0)))
 
 
 def test_rollout_discard_keeps_cls_column_and_drops_weakest():
     # N = 3; fused weights; discard 2 of 9 entries = the two weakest off column 0
     A = torch.tensor([[0.10, 0.60, 0.30], [0.05, 0.90, 0.05], [0.01, 0.20, 0.79]])
-    r = I.attention_rollout(A.view(1, 1, 1, 3, 3), discard_ratio=2 / 9)
+    r = interpret.attention_rollout(A.view(1, 1, 1, 3, 3), discard_ratio=2 / 9)
     kept = A.clone()
     kept[1, 2] = 0.0  # 0.05 (the 0.05 and 0.01 in column 0 are protected)
     kept[2, 1] = 0.0  # 0.20 is the next weakest off column 0
-    kept[0, 2] = kept[0, 2]
-    # weakest off column 0: 0.05 (1,2), 0.20 (2,1) -> both dropped
+    # weakest off column 0: 0.05 (1,2), 0.20 (2,1) -> both dropped; column 0 and the rest kept
     e = kept + torch.eye(3)
     torch.testing.assert_close(r[0], e / e.sum(-1, keepdim=True))
 
 
 def test_gradient_rollout_matches_hand_computation(tiny_model):
     x = torch.randn(2, 3, 32, 32)
-    rel = I.gradient_rollout(tiny_model, x)
+    rel = interpret.gradient_rollout(tiny_model, x)
     assert rel.shape == (2, 64)
     # by hand: the same formula from autograd on the explicit path
     out = tiny_model.forward_intermediates(x, return_attention=True)
@@ -86,7 +85,7 @@ def test_gradient_rollout_matches_hand_computation(tiny_model):
     torch.testing.assert_close(rel, R[:, 0, 1:].detach())
     # a different target gives a different map; all relevance non-negative
     other = (t + 1) % 10
-    assert not torch.allclose(I.gradient_rollout(tiny_model, x, other), rel)
+    assert not torch.allclose(interpret.gradient_rollout(tiny_model, x, other), rel)
     assert (rel >= 0).all()
     assert all(p.grad is None for p in tiny_model.parameters())
 
@@ -97,7 +96,7 @@ def test_gradient_rollout_one_layer_by_hand():
     # y = sum(A * W) so dy/dA = W
     W = torch.tensor([[1.0, -2.0, 3.0], [0.5, 0.5, -1.0], [0.0, 2.0, 1.0]])
     grads = torch.autograd.grad((A * W).sum(), [A])
-    rel = I._rolled([A.view(1, 1, 3, 3)], (grads[0].view(1, 1, 3, 3),))[:, 0, 1:]
+    rel = interpret._rolled([A.view(1, 1, 3, 3)], (grads[0].view(1, 1, 3, 3),))[:, 0, 1:]
     a_bar = (W * A).clamp(min=0)
     expected = (torch.eye(3) + a_bar)[0, 1:]
     torch.testing.assert_close(rel[0], expected.detach())
@@ -106,22 +105,22 @@ def test_gradient_rollout_one_layer_by_hand():
 def test_mean_attention_distance_uniform_and_identity():
     N = 65
     uniform = torch.full((1, 1, 1, N, N), 1.0 / N)
-    d = I.mean_attention_distance(uniform, patch_size=4, prefix=1)
+    d = interpret.mean_attention_distance(uniform, patch_size=4, prefix=1)
     assert d.shape == (1, 1)
     assert abs(d.item() - 16.55) < 0.01
     ident = torch.eye(N).view(1, 1, 1, N, N)
-    assert I.mean_attention_distance(ident, 4, prefix=1).item() == pytest.approx(0.0, abs=1e-6)
+    assert interpret.mean_attention_distance(ident, 4, prefix=1).item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_pos_embed_similarity(tiny_model):
-    s = I.pos_embed_similarity(tiny_model)
+    s = interpret.pos_embed_similarity(tiny_model)
     assert s.shape == (64, 64)
     torch.testing.assert_close(s, s.T)
     torch.testing.assert_close(s.diagonal(), torch.ones(64), atol=1e-5, rtol=0)
 
 
 def test_patch_embed_components(tiny_model):
-    comps, var = I.patch_embed_components(tiny_model, 8)
+    comps, var = interpret.patch_embed_components(tiny_model, 8)
     assert comps.shape == (8, 3, 4, 4)
     assert comps.min() >= 0 and comps.max() <= 1
     assert (var[:-1] >= var[1:]).all() and var.sum() <= 1 + 1e-6
@@ -129,28 +128,28 @@ def test_patch_embed_components(tiny_model):
 
 def test_one_pass_agrees_with_parts(tiny_model):
     x = torch.randn(2, 3, 32, 32)
-    e = I.attention_and_relevance(tiny_model, x, target=3)
-    attn = I.attention_maps(tiny_model, x)
+    e = interpret.attention_and_relevance(tiny_model, x, target=3)
+    attn = interpret.attention_maps(tiny_model, x)
     torch.testing.assert_close(e["attn"], attn)
     torch.testing.assert_close(e["logits"], tiny_model(x))
-    torch.testing.assert_close(e["grad_rollout"], I.gradient_rollout(tiny_model, x, target=3))
+    torch.testing.assert_close(e["grad_rollout"], interpret.gradient_rollout(tiny_model, x, target=3))
     assert e["target"].tolist() == [3, 3]
 
 
 def test_bad_arguments(tiny_model):
     with pytest.raises(ValueError):
-        I.attention_rollout(rand_attn(), "median")
+        interpret.attention_rollout(rand_attn(), "median")
     with pytest.raises(ValueError):
-        I.attention_rollout(rand_attn(), discard_ratio=1.5)
+        interpret.attention_rollout(rand_attn(), discard_ratio=1.5)
     with pytest.raises(ValueError):
-        I.gradient_rollout(tiny_model, torch.randn(1, 3, 32, 32), target=10)
+        interpret.gradient_rollout(tiny_model, torch.randn(1, 3, 32, 32), target=10)
     with pytest.raises(ValueError):
-        I.patch_attention(rand_attn(), 16, prefix=1)
+        interpret.patch_attention(rand_attn(), 16, prefix=1)
 
 
 def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model):
     x = torch.randn(2, 3, 32, 32)
-    got = I.occlusion(tiny_model, x, batch_size=10, bf16=False)  # the exact path; several batches per image
+    got = interpret.occlusion(tiny_model, x, batch_size=10, bf16=False)  # the exact path; several batches per image
     assert got.shape == (2, 64)
     with torch.no_grad():
         probs = tiny_model(x).softmax(-1)
@@ -162,13 +161,13 @@ def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model):
                 xo[..., 4 * r : 4 * r + 4, 4 * c : 4 * c + 4] = 0.0  # the mean colour, normalised
                 want = probs[b, t[b]] - tiny_model(xo).softmax(-1)[0, t[b]]
                 assert got[b, p].item() == pytest.approx(want.item(), abs=1e-5)
-    other = I.occlusion(tiny_model, x, target=(int(t[0]) + 1) % 10, bf16=False)
+    other = interpret.occlusion(tiny_model, x, target=(int(t[0]) + 1) % 10, bf16=False)
     assert not torch.allclose(other[0], got[0])  # class-specific
 
 
 def test_token_norms_match_running_the_blocks_by_hand(tiny_model):
     x = torch.randn(2, 3, 32, 32)
-    got = I.token_norms(tiny_model, x)
+    got = interpret.token_norms(tiny_model, x)
     assert got.shape == (2, 2, 65)
     with torch.no_grad():
         m = tiny_model

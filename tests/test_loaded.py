@@ -5,7 +5,8 @@ import torch
 
 import vitviz
 from vitviz.explain import sanity
-from vitviz.models.loaded import LoadedViT, loaded
+from vitviz.models.hub import loaded
+from vitviz.models.loaded import LoadedViT
 
 
 def test_the_record_of_each_family():
@@ -25,7 +26,7 @@ def test_the_record_of_each_family():
         assert isinstance(m, LoadedViT) and loaded(m) is m and r.module is m.module and r.card is m.card
         assert (r.layout.prefix, r.layout.grid, r.layout.patch_size) == (prefix, grid, patch)
         assert (r.head is not None) == has_head and r.device == torch.device("cpu")
-        assert r.layout.name(0) == "CLS" and r.layout.name(len(prefix)) == "patch 0"
+        assert r.layout.at_row(0).name == "CLS" and r.layout.at_row(len(prefix)).name == "patch 0"
         assert len(r.blocks) == r.card.config.depth
         x = torch.randn(1, 3, *r.input_size)
         out = r.forward_intermediates(x)
@@ -50,13 +51,49 @@ def test_every_weight_randomised_changes_every_tensor(which):
 
 
 def test_a_module_goes_wherever_its_record_does():
-    from vitviz.explain import interpret as I
-    from vitviz.explain import methods
+    from vitviz.explain import interpret, methods
 
     r = vitviz.load_model()
     m = r.module
     x = torch.randn(1, 3, 32, 32)
-    assert torch.equal(I.occlusion(r, x, bf16=False), I.occlusion(m, x, bf16=False))
+    assert torch.equal(interpret.occlusion(r, x, bf16=False), interpret.occlusion(m, x, bf16=False))
     for name in methods.METHODS:
         if name != "occlusion":
             assert torch.equal(methods.relevance(r, x, name), methods.relevance(m, x, name)), name
+
+
+@pytest.mark.parametrize(
+    "prefix,reader",
+    [
+        (("CLS",), "CLS"),
+        (("CLS", "distillation"), "CLS and distillation"),
+        (("CLS",) + tuple(f"register {i}" for i in range(1, 5)), "CLS"),
+        ((), "pooling query"),
+    ],
+)
+def test_a_token_is_written_three_ways_and_converted_in_one_place(prefix, reader):
+    from vitviz.models.loaded import Token, TokenError, TokenLayout
+
+    layout = TokenLayout(prefix, (3, 3), 16, reader)
+    K = len(prefix)
+    numbers = range(layout.lowest, layout.num_patches)
+    assert list(numbers)[0] == -max(1, K) and list(numbers)[-1] == 8
+    rows = []
+    for n in numbers:
+        t = layout.token(n)
+        assert isinstance(t, Token) and t.number == n
+        if n >= 0:  # a patch: after every token before the patches, named by its number
+            assert (t.patch, t.prefix, t.row, t.name) == (n, 0, K + n, f"patch {n}")
+        elif K:  # a token before the patches: -1 CLS, then the others in order
+            assert (t.patch, t.prefix, t.row, t.name) == (None, -1 - n, -1 - n, prefix[-1 - n])
+        else:  # SigLIP: -1 is its pooling query, which is in no row
+            assert (t.patch, t.row, t.name) == (None, None, "the pooling query")
+        if t.row is not None:
+            assert layout.at_row(t.row) == t
+            rows.append(t.row)
+    assert sorted(rows) == list(range(layout.num_tokens))  # every row of the sequence is one token
+    for bad in (layout.lowest - 1, layout.num_patches, 2.5, True):
+        with pytest.raises(TokenError, match="numbered"):
+            layout.token(bad)
+        assert layout.kept(bad) == layout.token(-1)  # a selection this model lacks falls back to its first token
+    assert layout.numbering().startswith("patches 0 to 8, -1 ")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vitviz.app import limits
+from vitviz.app.serving import limits
 from vitviz.training.config import TrainConfig, largest_batch
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,9 +3,7 @@
 import pytest
 import torch
 
-from vitviz.explain import interpret as I
-from vitviz.explain import methods as M
-from vitviz.explain import sanity
+from vitviz.explain import interpret, methods, sanity
 
 
 def _legrad_by_hand(model, x, t):
@@ -30,14 +28,14 @@ def _legrad_by_hand(model, x, t):
 def test_legrad_matches_the_paper_written_out(tiny_model):
     x = torch.randn(3, 3, 32, 32)
     t = tiny_model(x).argmax(-1)
-    got = I.legrad(tiny_model, x)
+    got = interpret.legrad(tiny_model, x)
     assert got.shape == (3, 64) and got.min() >= 0 and got.max() <= 1
     torch.testing.assert_close(got, _legrad_by_hand(tiny_model, x, t), atol=1e-5, rtol=1e-4)
 
 
 def test_legrad_is_class_specific(tiny_model):
     x = torch.randn(1, 3, 32, 32)
-    a, b = I.legrad(tiny_model, x, target=0), I.legrad(tiny_model, x, target=1)
+    a, b = interpret.legrad(tiny_model, x, target=0), interpret.legrad(tiny_model, x, target=1)
     assert (a - b).abs().max() > 0.05
 
 
@@ -45,12 +43,12 @@ def test_legrad_of_an_untrained_head_is_flat():
     from vitviz.models.vit import ViT, make_config
 
     m = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).eval()  # the head starts at zeros
-    assert float(I.legrad(m, torch.randn(1, 3, 32, 32)).abs().max()) == 0
+    assert float(interpret.legrad(m, torch.randn(1, 3, 32, 32)).abs().max()) == 0
 
 
 def test_occlusion_in_bf16_stays_near_fp32(tiny_model):
     x = torch.randn(1, 3, 32, 32)
-    exact, low = I.occlusion(tiny_model, x, bf16=False), I.occlusion(tiny_model, x, bf16=True)
+    exact, low = interpret.occlusion(tiny_model, x, bf16=False), interpret.occlusion(tiny_model, x, bf16=True)
     assert (exact - low).abs().max() < 0.05
 
 
@@ -58,22 +56,22 @@ def test_default_occlusion_takes_the_precision_measured_faster_here(tiny_model):
     """The default is the path measured faster for forward passes on this machine (bf16 or fp32, kept for the
     process), and the unoccluded image runs in the same precision as the occluded ones."""
     x = torch.randn(2, 3, 32, 32)
-    chosen = I.inference_precision(tiny_model, x)
-    default = I.occlusion(tiny_model, x)
-    assert torch.equal(default, I.occlusion(tiny_model, x))  # the same choice every call
+    chosen = interpret.inference_precision(tiny_model, x)
+    default = interpret.occlusion(tiny_model, x)
+    assert torch.equal(default, interpret.occlusion(tiny_model, x))  # the same choice every call
     if not chosen.bf16:
-        assert torch.equal(default, I.occlusion(tiny_model, x, bf16=False))
+        assert torch.equal(default, interpret.occlusion(tiny_model, x, bf16=False))
     elif chosen.choice.attention == "fp32":  # bf16=True: bf16 matmuls, attention by the fp32 kernel
-        assert torch.equal(default, I.occlusion(tiny_model, x, bf16=True))
-    assert I.inference_precision(tiny_model, x).choice == chosen.choice  # kept, not measured again
-    assert (default - I.occlusion(tiny_model, x, bf16=False)).abs().max() < 0.05
+        assert torch.equal(default, interpret.occlusion(tiny_model, x, bf16=True))
+    assert interpret.inference_precision(tiny_model, x).choice == chosen.choice  # kept, not measured again
+    assert (default - interpret.occlusion(tiny_model, x, bf16=False)).abs().max() < 0.05
 
 
 def test_deletion_curve_against_hiding_by_hand(tiny_model):
     x = torch.randn(2, 3, 32, 32)
     rel = torch.randn(2, 64)
     t = tiny_model(x).argmax(-1)
-    got = M.curves(tiny_model, x, rel, t, steps=4)
+    got = methods.curves(tiny_model, x, rel, t, steps=4)
     assert got.shape == (2, 5)
     with torch.no_grad():
         for b in range(2):
@@ -85,17 +83,17 @@ def test_deletion_curve_against_hiding_by_hand(tiny_model):
                     xo[..., 4 * r : 4 * r + 4, 4 * c : 4 * c + 4] = 0
                 want = tiny_model(xo).softmax(-1)[0, t[b]]
                 assert got[b, k].item() == pytest.approx(want.item(), abs=1e-5)
-    ins = M.curves(tiny_model, x, rel, t, steps=4, insertion=True)
+    ins = methods.curves(tiny_model, x, rel, t, steps=4, insertion=True)
     torch.testing.assert_close(ins[:, -1], got[:, 0])  # everything revealed is the whole image
-    assert M.auc(torch.ones(1, 5)).item() == pytest.approx(1.0)
+    assert methods.auc(torch.ones(1, 5)).item() == pytest.approx(1.0)
 
 
 def test_every_method_gives_one_value_per_patch(tiny_model):
     x = torch.randn(2, 3, 32, 32)
-    for name in M.METHODS:
-        assert M.relevance(tiny_model, x, name).shape == (2, 64), name
+    for name in methods.METHODS:
+        assert methods.relevance(tiny_model, x, name).shape == (2, 64), name
     with pytest.raises(ValueError):
-        M.relevance(tiny_model, x, "saliency")
+        methods.relevance(tiny_model, x, "saliency")
 
 
 def test_spearman_against_its_definition():
@@ -134,10 +132,10 @@ def test_randomised_head_changes_class_maps_but_not_rollout(tiny_model):
     rnd = sanity.randomised(tiny_model, "head")
     assert rnd.card.name.endswith("head randomised") and not rnd.card.metrics
     for name in ("gradient rollout", "occlusion", "LeGrad"):
-        rho = sanity.spearman(M.relevance(tiny_model, x, name, t), M.relevance(rnd, x, name, t))
+        rho = sanity.spearman(methods.relevance(tiny_model, x, name, t), methods.relevance(rnd, x, name, t))
         assert rho.mean() < 0.9, name
     for name in ("attention rollout", "last-layer attention"):
-        torch.testing.assert_close(M.relevance(tiny_model, x, name), M.relevance(rnd, x, name))
+        torch.testing.assert_close(methods.relevance(tiny_model, x, name), methods.relevance(rnd, x, name))
     checks = sanity.checks(tiny_model, x, ["attention rollout", "LeGrad"])
     assert checks["head"]["attention rollout"].mean().item() == pytest.approx(1.0)
     assert checks["+ embeddings (everything)"]["attention rollout"].mean() < 0.9
@@ -148,9 +146,9 @@ def test_norm_outliers_name_the_high_norm_tokens():
     norms[:, 0] = 99.0  # CLS is never flagged
     norms[2, 1 + 12] = 40.0
     norms[1, 1 + 5] = 24.0
-    got = I.norm_outliers(norms, prefix=1)
+    got = interpret.norm_outliers(norms, prefix=1)
     assert got == [(2, 12, 4.0)]
-    found = I.norm_outliers(norms, ratio=2.0, prefix=1)
+    found = interpret.norm_outliers(norms, ratio=2.0, prefix=1)
     assert [f[:2] for f in found] == [(2, 12), (1, 5)] and found[1][2] == pytest.approx(2.4)
 
 
@@ -174,8 +172,11 @@ def test_legrad_is_ahead_of_random_on_deletion_with_the_shipped_model():
     )
     with torch.no_grad():
         t = model(x).argmax(-1)
-    legrad = M.auc(M.curves(model, x, I.legrad(model, x, t), t, steps=8)).mean()
+    legrad = methods.auc(methods.curves(model, x, interpret.legrad(model, x, t), t, steps=8)).mean()
     rnd = torch.stack(
-        [M.auc(M.curves(model, x, M.random_relevance(len(x), 64, s), t, steps=8)).mean() for s in range(3)]
+        [
+            methods.auc(methods.curves(model, x, methods.random_relevance(len(x), 64, s), t, steps=8)).mean()
+            for s in range(3)
+        ]
     )
     assert legrad < rnd.min() - 0.05, (legrad, rnd)

@@ -118,7 +118,7 @@ def test_a_checkpoint_describing_a_billion_parameters_is_refused_unbuilt(tmp_pat
     from safetensors.torch import save_file
 
     from vitviz.app import menu
-    from vitviz.app.visitor import Visitor
+    from vitviz.app.state import Visitor
 
     meta = json.loads((ROOT / "checkpoints" / "cifar10" / "model.json").read_text())
     meta.pop("write", None)
@@ -147,13 +147,12 @@ def test_a_typed_name_and_a_link_are_bounded_like_the_api(hub, monkeypatch):
     are built, nothing kept after ten more tries; the small one loads."""
     import huggingface_hub.constants as hf
 
-    from vitviz.app import link, switch
-    from vitviz.app import menu as models
-    from vitviz.app.visitor import Visitor
+    from vitviz.app import link, menu, switch
+    from vitviz.app.state import Visitor
 
     monkeypatch.setattr(hf, "HF_HUB_CACHE", str(hub))
     monkeypatch.delenv(bound.ENV, raising=False)
-    monkeypatch.setattr(models, "MODELS", models.SharedModels(retry_after=0))  # every try is a real one
+    monkeypatch.setattr(menu, "MODELS", menu.SharedModels(retry_after=0))  # every try is a real one
     quiet = lambda *a, **k: None  # noqa: E731
 
     class Request:
@@ -171,12 +170,12 @@ def test_a_typed_name_and_a_link_are_bounded_like_the_api(hub, monkeypatch):
         for out in (typed, opened):
             assert out[0] == "cifar10" and said in out[9], out[9]  # said beside the menu; the shipped model shown
             assert "`" + name + "`" in out[9]  # the name as code: Markdown keeps its underscores
-        assert f"timm/{name}" not in models.MODELS._models
+        assert f"timm/{name}" not in menu.MODELS._models
     for out in (
         switch.controls_for(SMALL, Visitor(), progress=quiet),
         link.fit({"model": SMALL}, Visitor(), "", 1, 1, -1),
     ):
-        assert models.typed_key(out[0]) == f"timm/{SMALL}" and "could not" not in out[9]
+        assert menu.typed_key(out[0]) == f"timm/{SMALL}" and "could not" not in out[9]
 
 
 def test_only_a_models_own_failure_is_remembered(caplog):

@@ -12,8 +12,21 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "vitviz"
-# the layers, lowest first: a module may import from its own layer and the ones before it, never after
-LAYERS = ["runtime", "models", "data", "explain", "pictures", "training", "app", "top"]
+# the layers, lowest first, each by its modules' prefixes: a module may import from its own layer and the ones
+# before it, never after; the package's own __init__ modules that re-export the app sit with the app's top
+LAYERS = [
+    ["vitviz.runtime"],
+    ["vitviz.models"],
+    ["vitviz.data"],
+    ["vitviz.explain"],
+    ["vitviz.training"],
+    ["vitviz.pictures"],
+    ["vitviz.app.serving"],
+    ["vitviz.app"],
+    ["vitviz.app.tabs"],
+    ["vitviz.app.shell", "vitviz.app.serve", "vitviz.app.__init__"],
+    ["vitviz"],
+]
 
 
 def requirement_lines(path: Path) -> list[str]:
@@ -55,24 +68,97 @@ def test_the_command_lists_its_subcommands_and_the_older_forms_still_work():
         assert out.returncode == 0 and out.stdout.startswith("usage: vitviz"), (module, out.stderr[-800:])
 
 
-def layer_of(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 2 and parts[1] in LAYERS else "top"
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the layer `module` belongs to: its longest prefix there (the package itself: top)."""
+    best = (-1, len(LAYERS) - 1)
+    for i, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[0]:
+                best = (len(prefix), i)
+    return best[1]
+
+
+def module_name(path: Path) -> str:
+    """The module's dotted name; a package's own file keeps its `__init__`, so that it has a layer of its own."""
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def resolve(dotted: str) -> str | None:
+    """The module a dotted name is: a file's, a package's own `__init__`, or None (a name inside a module)."""
+    where = ROOT / Path(*dotted.split("."))
+    if where.with_suffix(".py").exists():
+        return dotted
+    return f"{dotted}.__init__" if (where / "__init__.py").exists() else None
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every vitviz module `path` imports, wherever the import is written: at the top, inside a function, or
+    under `if TYPE_CHECKING:` (an import for type checkers still ties the two modules)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        assert not (isinstance(node, ast.ImportFrom) and node.level), f"{path.name}: relative import"
+        if isinstance(node, ast.Import):
+            found |= {resolve(a.name) for a in node.names if a.name.startswith("vitviz")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vitviz"):
+            for a in node.names:  # `from vitviz.app import menu`: the module vitviz.app.menu
+                sub = f"{node.module}.{a.name}"
+                is_module = (ROOT / Path(*sub.split("."))).with_suffix(".py").exists() or (
+                    ROOT / Path(*sub.split("."))
+                ).is_dir()
+                found.add(sub if is_module else node.module)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
 
 
 def test_imports_run_one_way():
-    upward = []
-    for path in PACKAGE.rglob("*.py"):
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        here = LAYERS.index(layer_of(module))
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vitviz."):
-                names = [node.module] if node.module.count(".") > 1 else [f"{node.module}.{a.name}" for a in node.names]
-                for name in names:
-                    if LAYERS.index(layer_of(name)) > here:
-                        upward.append(f"{module} imports {name}")
-            assert not (isinstance(node, ast.ImportFrom) and node.level), f"{module}: relative import"
+    graph = import_graph()
+    assert "vitviz.app.tabs.explore" in graph and "vitviz.app.serving.limits" in graph  # the layout it checks
+    upward = [f"{m} imports {n}" for m, names in graph.items() for n in names if layer_of(n) > layer_of(m)]
     assert not upward, upward
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's strongly connected components of `graph` with more than one module: its import circles."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.add(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(part)
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_strongly_connected_finds_a_circle():
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert strongly_connected({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_type_checking_imports_included():
+    circles = strongly_connected(import_graph())
+    assert not circles, circles
 
 
 def test_no_module_is_past_400_lines_and_no_function_past_80():
@@ -100,17 +186,13 @@ def test_gradio_can_read_every_handlers_annotations():
     import typing
 
     import vitviz.app.shell  # noqa: F401  every tab imported
-    from vitviz.app import (
-        choices,
-        compare_tab,
-        explore_tab,
-        handlers,
-        menu,
-        model_tab,
-        removal_tab,
-        steps_tab,
-        train_tab,
-    )
+    from vitviz.app import choices, handlers, menu
+    from vitviz.app.tabs import compare as compare_tab
+    from vitviz.app.tabs import explore as explore_tab
+    from vitviz.app.tabs import model as model_tab
+    from vitviz.app.tabs import removal as removal_tab
+    from vitviz.app.tabs import steps as steps_tab
+    from vitviz.app.tabs import train as train_tab
 
     unresolved = []
     for mod in (choices, compare_tab, explore_tab, handlers, menu, model_tab, removal_tab, steps_tab, train_tab):

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from vitviz.app.places import Places, Refused
+from vitviz.app.serving.places import Places, Refused
 
 
 def test_slots_then_a_bounded_line_first_come_first_served():

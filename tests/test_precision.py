@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from vitviz.explain import interpret as I
+from vitviz.explain import interpret
 from vitviz.models.vit import ViT, attend, make_config
 from vitviz.runtime import speed
 from vitviz.runtime.device import Precision, attention_path
@@ -156,7 +156,7 @@ def test_occlusion_baseline_runs_in_the_same_precision_as_the_hidden_patches(tin
     baseline in fp32 against occluded passes in bf16 would show about 0.005 there)."""
     x = torch.randn(2, 3, 32, 32)
     x[:, :, :4, :4] = 0  # patch 0 is the mean colour already
-    occ = I.occlusion(tiny_model, x, bf16=bf16)
+    occ = interpret.occlusion(tiny_model, x, bf16=bf16)
     assert torch.equal(occ[:, 0], torch.zeros(2))
     assert occ.abs().max() > 1e-3  # other patches do matter
 

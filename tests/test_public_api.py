@@ -14,7 +14,8 @@ import httpx
 import pytest
 from helpers import free_port
 
-from vitviz.app import build_demo, gradio_files, launch
+from vitviz.app import build_demo, launch
+from vitviz.app.serving import gradio_files
 from vitviz.data import gallery
 
 EXAMPLE = gallery.items("cifar10")[3][0]

@@ -1,15 +1,15 @@
-"""The Take patches away tab, the class-map methods in Explore and Compare, and the randomised models."""
+"""The Take patches away tab, the class-map methods in Explore and Compare, and the randomised menu."""
 
 import gradio as gr
 import numpy as np
 import pytest
 import torch
 
-from vitviz.app import compare_tab as compare
-from vitviz.app import explore_tab as explore
-from vitviz.app import limits, removal_tab
-from vitviz.app import menu as models
-from vitviz.app.visitor import Visitor
+from vitviz.app import menu
+from vitviz.app.serving import limits
+from vitviz.app.state import Visitor
+from vitviz.app.tabs import compare, explore
+from vitviz.app.tabs import removal as removal_tab
 from vitviz.data import gallery
 from vitviz.data.images import pixels_to_tensor
 from vitviz.explain import methods
@@ -24,7 +24,7 @@ def test_hiding_the_top_k_of_a_map_and_clicking_a_patch():
     s = v.removal.result
     want = set(s.maps["LeGrad"].argsort(descending=True)[:5].tolist())
     assert rv.hidden == want and rv.summary.startswith("**5 of 64 patches hidden.**")
-    model = models.resolve_model("cifar10")
+    model = menu.resolve_model("cifar10")
     mask = torch.zeros(1, 64, dtype=torch.bool)
     mask[0, sorted(want)] = True
     with torch.no_grad():  # the prediction shown is the model's on the image with those patches at 0
@@ -48,7 +48,7 @@ def test_the_curves_are_the_maps_own_deletion_curves():
     v = Visitor()
     removal_tab.view(EXAMPLE, "cifar10", "occlusion", 0, state=v)
     s = v.removal.result
-    model = models.resolve_model("cifar10")
+    model = menu.resolve_model("cifar10")
     t = torch.tensor([s.target])
     for name in ("occlusion", "gradient rollout", methods.RANDOM):
         c = methods.curves(model, s.x, s.maps[name][None], t, removal.STEPS)[0]
@@ -92,14 +92,14 @@ def test_vit_b_16_occlusion_is_over_the_default_budget():
     assert 30 < gflop < 40  # ViT-B/16 is about 17.6 GMAC a 224x224 image
     assert limits.map_cost_note("Occlusion", 197, 197 * gflop)
     assert not limits.map_cost_note(
-        "Occlusion", 65, 65 * methods.forward_gflop(models.resolve_model("cifar10").card.config)
+        "Occlusion", 65, 65 * methods.forward_gflop(menu.resolve_model("cifar10").card.config)
     )
 
 
 def test_each_class_map_method_draws_its_own_map():
     from PIL import Image
 
-    i = explore.pictures.OUTPUT_NAMES.index("class_map")
+    i = explore.explore_pictures.OUTPUT_NAMES.index("class_map")
     arrays = {}
     for m in methods.CLASS_MAPS:
         v = Visitor()  # its picture files live as long as it does
@@ -112,9 +112,9 @@ def test_each_class_map_method_draws_its_own_map():
 
 
 def test_the_randomised_models_are_the_shipped_one_with_random_weights():
-    real = models.resolve_model("cifar10")
-    head = models.resolve_model("cifar10/random-head")
-    every = models.resolve_model("cifar10/random-all")
+    real = menu.resolve_model("cifar10")
+    head = menu.resolve_model("cifar10/random-head")
+    every = menu.resolve_model("cifar10/random-all")
     assert "head randomised" in head.card.name and not head.card.metrics
     assert not torch.equal(head.head.weight, real.head.weight)
     for (k, a), b in zip(real.module.state_dict().items(), head.module.state_dict().values()):
@@ -130,7 +130,7 @@ def test_the_randomised_models_are_the_shipped_one_with_random_weights():
     x = pixels_to_tensor(np.zeros((32, 32, 3), np.uint8) + 100, real.card.mean, real.card.std)
     r1 = methods.relevance(real, x, "attention rollout")
     torch.testing.assert_close(r1, methods.relevance(head, x, "attention rollout"))
-    assert models.resolve_model("cifar10/random-head") is head  # made once, shared
+    assert menu.resolve_model("cifar10/random-head") is head  # made once, shared
 
 
 def test_the_tab_follows_the_image_only_while_it_is_looked_at():
@@ -140,5 +140,5 @@ def test_the_tab_follows_the_image_only_while_it_is_looked_at():
     opened = removal_tab.open_tab(EXAMPLE, "cifar10", "LeGrad", 3, None, None, v)
     assert isinstance(opened[0], np.ndarray) and v.crossing.looking == "take-away"
     assert "3 of 64 patches hidden" in opened[4]
-    models.look_at("compare")(v)
+    menu.look_at("compare")(v)
     assert removal_tab.follow(EXAMPLE, "cifar10", "LeGrad", 3, None, None, v)[0].get("__type__") == "update"

@@ -7,55 +7,56 @@ from PIL import Image
 
 from vitviz.data import gallery
 from vitviz.models.hub import load_model
-from vitviz.pictures import draw as R
-from vitviz.pictures import explanation as views
-from vitviz.pictures import explore as pictures
-from vitviz.pictures import input_view
+from vitviz.models.loaded import TokenLayout
+from vitviz.pictures import draw, explanation, input_view, spots
+from vitviz.pictures import explore as explore_pictures
 
 
 def test_overlay_size_and_colour_range():
     px = np.zeros((32, 32, 3), np.uint8)
     heat = torch.zeros(8, 8)
     heat[0, 0] = 1.0
-    out = R.overlay(px, heat, 256, alpha=1.0, mode="nearest")
+    out = draw.overlay(px, heat, 256, alpha=1.0, mode="nearest")
     assert out.shape == (256, 256, 3) and out.dtype == np.uint8
-    lut = R.colour_table("inferno")
+    lut = draw.colour_table("inferno")
     assert (out[5, 5] == lut[255]).all() and (out[200, 200] == lut[0]).all()  # hot patch, cold rest
-    assert (R.overlay(px, heat, 64, alpha=0.0) == 0).all()  # no map at opacity 0: the black image
+    assert (draw.overlay(px, heat, 64, alpha=0.0) == 0).all()  # no map at opacity 0: the black image
 
 
 def test_colorize_uses_the_given_range():
     m = np.array([[0.0, 0.5], [1.0, 2.0]])
-    lut = R.colour_table("viridis")
-    c = R.colorize(m, "viridis", 0.0, 1.0)
+    lut = draw.colour_table("viridis")
+    c = draw.colorize(m, "viridis", 0.0, 1.0)
     assert (c[0, 0] == lut[0]).all() and (c[1, 0] == lut[255]).all() and (c[1, 1] == lut[255]).all()
 
 
 def test_pos_tiles_layout_inverts():
     g, size, pad = 8, 20, 2
     sim = torch.eye(g * g)
-    img = R.pos_similarity_tiles(sim, tile_size=size, pad=pad)
+    img = draw.pos_similarity_tiles(sim, tile_size=size, pad=pad)
     assert img.shape == (g * (size + pad) + pad,) * 2 + (3,)
     for k in (0, 9, 27, 63):
         r, c = divmod(k, g)
         x, y = pad + c * (size + pad) + size // 2, pad + r * (size + pad) + size // 2
-        assert R.pos_tile_at(x, y, g, size, pad) == k
+        assert draw.pos_tile_at(x, y, g, size, pad) == k
         # the tile's own position is its brightest pixel (similarity 1 on a -1..1 scale)
         cell = img[y - size // 2 : y + size // 2, x - size // 2 : x + size // 2]
-        assert (cell.reshape(-1, 3) == R.colour_table("viridis")[255]).all(1).any()
-    assert R.pos_tile_at(-5, 10_000, g, size, pad) == (g - 1) * g  # off the edge: the nearest tile
+        assert (cell.reshape(-1, 3) == draw.colour_table("viridis")[255]).all(1).any()
+    assert draw.pos_tile_at(-5, 10_000, g, size, pad) == (g - 1) * g  # off the edge: the nearest tile
 
 
 @pytest.mark.parametrize("name", ["cifar10", "mnist"])
 def test_explore_pictures_follow_the_model(name):
     model = load_model(name)
     cfg = model.card.config
-    pixels = views.image_to_pixels(model, Image.open(gallery.items(name)[0][0]))
+    pixels = explanation.image_to_pixels(model, Image.open(gallery.items(name)[0][0]))
     assert pixels.shape == (cfg.image_size, cfg.image_size, cfg.in_chans)
-    ex = views.analyse(model, pixels)
+    ex = explanation.analyse(model, pixels)
     assert ex.attn.shape == (cfg.depth, cfg.num_heads, 1 + cfg.num_patches, 1 + cfg.num_patches)
-    v, fresh = pictures.render_explore(model, ex, pictures.Options(patch=cfg.num_patches - 1))
-    S = views.display_size(cfg)
+    v, fresh = explore_pictures.render_explore(
+        model, ex, explore_pictures.Options(token=model.layout.token(cfg.num_patches - 1))
+    )
+    S = explanation.display_size(cfg)
     assert S % cfg.image_size == 0 and abs(S - 256) <= cfg.image_size / 2 and S >= 32 * cfg.grid_size
     M = input_view.main_size(cfg)
     assert v.sees.shape[0] == M and v.sees.shape[1] == input_view.cls_box(M, cfg.grid_size)[2] + 4
@@ -66,7 +67,7 @@ def test_explore_pictures_follow_the_model(name):
     small = max(48, min(96, 576 // max(cfg.depth, cfg.num_heads)))
     assert v.heads.shape[0] >= cfg.depth * small and v.heads.shape[1] >= cfg.num_heads * small
     assert sum(v.top5.values()) <= 1 + 1e-6 and len(v.top5) == 5
-    compact, _ = pictures.render_explore(model, ex, compact=True)
+    compact, _ = explore_pictures.render_explore(model, ex, compact=True)
     assert compact.sees is None and compact.heads is None and compact.rollout is not None
     assert set(compact.pictures()) == {"rollout", "class_map", "rollout_strip"}
 
@@ -80,7 +81,7 @@ def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
     assert p.shape[1] == 64
     assert p.shape[0] > 64 + 30  # a title above, a bar under
     # the bar's gradient runs through the colour map from its low end to its high end
-    lut = R.colour_table("inferno")
+    lut = draw.colour_table("inferno")
     rows = [
         r
         for r in range(p.shape[0])
@@ -101,15 +102,15 @@ def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
 
 
 def test_an_untrained_head_gets_a_sentence_not_a_blank_map(tiny_model):
-    from vitviz.pictures import explore as pictures
+    from vitviz.pictures import explore as explore_pictures
 
     torch.nn.init.zeros_(tiny_model.head.weight)
     torch.nn.init.zeros_(tiny_model.head.bias)
     pixels = np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8)
-    ex = views.analyse(tiny_model, pixels)
+    ex = explanation.analyse(tiny_model, pixels)
     assert float(ex.grad_rollout.abs().max()) == 0  # nothing to draw ...
-    v, _ = pictures.render_explore(tiny_model, ex)
-    assert "starting zeros" in pictures.flat_relevance_reason(tiny_model)
+    v, _ = explore_pictures.render_explore(tiny_model, ex)
+    assert "starting zeros" in explore_pictures.flat_relevance_reason(tiny_model)
     grey = (v.class_map == 238).all(-1).mean()
     assert grey > 0.3  # ... so the panel is the grey message box, not a flat colour map
 
@@ -123,10 +124,17 @@ def test_a_click_on_the_input_picks_the_patch_under_it_or_cls():
     x0, y0, x1, y1 = input_view.cls_box(S, g)
     assert pic.shape[1] >= x1 and (pic[y0 + 3 : y1 - 3, x0 + 3 : x1 - 3] != 255).any()  # the CLS tile is drawn there
     step = S / g
+    layout = TokenLayout(("CLS",), (g, g), cfg.patch_size)
+    where = input_view.sees_spots(cfg, layout)
     for k in (0, g + 3, g * g - 1):
         r, c = divmod(k, g)
-        assert input_view.click_to_token((c + 0.5) * step, (r + 0.5) * step, cfg) == k
-    assert input_view.click_to_token((x0 + x1) / 2, (y0 + y1) / 2, cfg) == -1
+        assert spots.token_at(where, (c + 0.5) * step, (r + 0.5) * step, layout) == layout.token(k)
+    assert spots.token_at(where, (x0 + x1) / 2, (y0 + y1) / 2, layout).name == "CLS"
+    assert spots.token_at(where, S + 2, S - 2, layout).name == "CLS"  # anywhere right of the grid
+    assert spots.token_at(where, (x0 + x1) / 2, S + 5, layout) is None  # below the picture: no token
+    pooled = TokenLayout((), (g, g), cfg.patch_size, "pooling query")  # SigLIP: its tile is the pooling query
+    assert spots.token_at(input_view.sees_spots(cfg, pooled), (x0 + x1) / 2, (y0 + y1) / 2, pooled).row is None
+    assert spots.token_at(input_view.sees_spots(cfg, pooled), step / 2, step / 2, pooled) == pooled.token(0)
 
 
 def test_a_signed_map_is_drawn_on_a_diverging_scale_centred_on_zero():
@@ -134,26 +142,28 @@ def test_a_signed_map_is_drawn_on_a_diverging_scale_centred_on_zero():
     runs from -a to a, a its largest magnitude, so that 0 is the colour map's white middle; its title says
     what each side means. A map that cannot be negative keeps its own one-way range."""
     model = load_model("cifar10")
-    pixels = views.image_to_pixels(model, Image.open(gallery.items("cifar10")[3][0]))
-    ex = views.analyse(model, pixels)
-    occ = views.class_map(model, ex, "occlusion")
+    pixels = explanation.image_to_pixels(model, Image.open(gallery.items("cifar10")[3][0]))
+    ex = explanation.analyse(model, pixels)
+    occ = explanation.class_map(model, ex, "occlusion")
     assert float(occ.min()) < 0 < float(occ.max())  # this image has patches on both sides
-    drawer = pictures._Drawer(model, ex, pictures.Options(method="occlusion", alpha=1.0, smooth=False))
+    drawer = explore_pictures._Drawer(model, ex, explore_pictures.Options(method="occlusion", alpha=1.0, smooth=False))
     m = occ.float().view(8, 8)
-    scale = pictures.signed_scale(m, "fall", "red: lowers, blue: raises")
+    scale = explore_pictures.signed_scale(m, "fall", "red: lowers, blue: raises")
     a = float(occ.abs().max())
     assert (scale.lo, scale.hi, scale.cmap) == (-a, a, "RdBu_r") and scale.ticks()[1] == "0"
-    white = R.colour_table("RdBu_r")[127].astype(int)
+    white = draw.colour_table("RdBu_r")[127].astype(int)
     assert white.min() > 230  # the middle of the scale is white
-    zero_cell = R.overlay(pixels, torch.zeros(8, 8), 64, "RdBu_r", 1.0, "nearest", -a, a)[4, 4].astype(int)
+    zero_cell = draw.overlay(pixels, torch.zeros(8, 8), 64, "RdBu_r", 1.0, "nearest", -a, a)[4, 4].astype(int)
     assert np.abs(zero_cell - white).max() <= 1  # a value of 0 is drawn white, whatever the range
     pic = drawer.class_map()
 
     def has(picture, colour):  # a pixel within a few steps of `colour`
         return (np.abs(picture.reshape(-1, 3).astype(int) - colour.astype(int)).max(1) <= 8).any()
 
-    blue, red = R.colour_table("RdBu_r")[[2, 253]]
+    blue, red = draw.colour_table("RdBu_r")[[2, 253]]
     assert has(pic, blue) and has(pic, red)  # its colour bar is the diverging one, both ends drawn
-    legrad = pictures._Drawer(model, ex, pictures.Options(method="LeGrad", alpha=1.0, smooth=False)).class_map()
+    legrad = explore_pictures._Drawer(
+        model, ex, explore_pictures.Options(method="LeGrad", alpha=1.0, smooth=False)
+    ).class_map()
     assert not has(legrad, blue)  # a one-way map keeps its one-way scale
-    assert pictures.METHODS["occlusion"].sides and not pictures.METHODS["LeGrad"].sides
+    assert explore_pictures.METHODS["occlusion"].sides and not explore_pictures.METHODS["LeGrad"].sides

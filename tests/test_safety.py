@@ -11,10 +11,11 @@ import httpx
 import pytest
 from helpers import EXAMPLE, FakeRequest, free_port
 
-from vitviz.app import build_demo, launch, limits, switch, train_tab
-from vitviz.app import explore_tab as explore
-from vitviz.app import menu as models
-from vitviz.app.visitor import Visitor
+from vitviz.app import build_demo, launch, menu, switch
+from vitviz.app.serving import limits
+from vitviz.app.state import Visitor
+from vitviz.app.tabs import explore
+from vitviz.app.tabs import train as train_tab
 from vitviz.models.bound import ModelError
 from vitviz.models.vit import ViT
 from vitviz.runtime import scratch
@@ -61,7 +62,7 @@ def test_a_run_that_does_not_fit_in_memory_is_refused_before_it_starts(monkeypat
 REFUSED_RUN = """
 import resource
 import gradio as gr
-from vitviz.app import train_tab
+from vitviz.app.tabs import train as train_tab
 class Request:
     session_hash, client = "big", type("Client", (), {"host": None})()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -111,7 +112,7 @@ def test_pace_tells_when_a_run_is_slowed():
 
 
 def test_explore_requests_are_counted_as_activity():
-    from vitviz.app.activity import Activity
+    from vitviz.app.serving.activity import Activity
 
     a = Activity(window=0.2)
     with a:
@@ -126,10 +127,10 @@ def test_visitor_models_are_freed_when_they_leave_or_expire():
     for out in train_tab.train_run(epochs=1, time_budget=0, state=v, request=FakeRequest("leaver"), **TINY):
         pass
     assert v.models
-    models.release_session(FakeRequest("leaver"))  # what demo.unload calls when the tab closes
+    menu.release_session(FakeRequest("leaver"))  # what demo.unload calls when the tab closes
     assert not v.models
     v.models["upload"] = object()
-    models.release_state(v)  # what gr.State calls when the state expires
+    menu.release_state(v)  # what gr.State calls when the state expires
     assert not v.models
 
 
@@ -352,7 +353,7 @@ def test_a_first_vit_b_16_load_shows_progress_and_where_its_weights_go(monkeypat
             raise ModelError("no internet here; once downloaded, its weights are kept in torchvision's cache")
         return load_model(key)
 
-    monkeypatch.setattr(models, "MODELS", models.SharedModels(loader))
+    monkeypatch.setattr(menu, "MODELS", menu.SharedModels(loader))
     monkeypatch.setattr(explore.gr, "Info", lambda msg: infos.append(msg))
     monkeypatch.setattr(explore.gr, "Warning", lambda msg: infos.append(msg))
     out = switch.controls_for("vit_b_16", None, progress=lambda *a, **k: shown.append(k.get("desc", "")))
@@ -368,7 +369,7 @@ def test_a_first_vit_b_16_load_shows_progress_and_where_its_weights_go(monkeypat
 
 
 def test_compare_draws_the_side_that_works_and_says_why_the_other_cannot(monkeypatch):
-    from vitviz.app import compare_tab as compare
+    from vitviz.app.tabs import compare
     from vitviz.models.hub import load_model
 
     def loader(key):
@@ -376,7 +377,7 @@ def test_compare_draws_the_side_that_works_and_says_why_the_other_cannot(monkeyp
             raise ModelError("no internet here; once downloaded, its weights are kept in torchvision's cache")
         return load_model(key)
 
-    monkeypatch.setattr(models, "MODELS", models.SharedModels(loader))
+    monkeypatch.setattr(menu, "MODELS", menu.SharedModels(loader))
     out = compare.compare({"path": EXAMPLE}, "cifar10", "vit_b_16")
     n = len(compare.SIDE)
     left, right, note_a, note_b = out[:n], out[n : 2 * n], out[-2], out[-1]

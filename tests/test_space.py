@@ -105,7 +105,7 @@ def test_zero_gpu_is_on_only_for_true_values(monkeypatch, value, on):
 
 
 def test_gpu_time_asked_for_is_capped(monkeypatch):
-    from vitviz.app import train_tab
+    from vitviz.app.tabs import train as train_tab
     from vitviz.training.config import TrainConfig
 
     monkeypatch.setenv("VITVIZ_ZEROGPU_MAX_S", "120")

@@ -7,14 +7,13 @@ from helpers import Evt, skipped
 from PIL import Image
 
 import vitviz
-from vitviz.app import menu as models
-from vitviz.app import steps_tab
-from vitviz.app.visitor import Visitor
+from vitviz.app import menu
+from vitviz.app.state import Visitor
+from vitviz.app.tabs import steps as steps_tab
 from vitviz.data import gallery
-from vitviz.explain import interpret as I
+from vitviz.explain import interpret
 from vitviz.models.hub import load_model
-from vitviz.pictures import explanation as views
-from vitviz.pictures import steps
+from vitviz.pictures import explanation, steps
 
 EXAMPLE = gallery.items("cifar10")[3][0]
 
@@ -41,7 +40,7 @@ def test_logit_lens_matches_hooks_and_ends_at_the_prediction(name):
     x = torch.randn(3, cfg.in_chans, cfg.image_size, cfg.image_size)
     m = model.module  # the reference reads the network itself
     want, logits = lens_by_hooks(m, m.blocks, m.norm, m.head, x)
-    got = I.logit_lens(model, x)
+    got = interpret.logit_lens(model, x)
     assert got.shape == (3, cfg.depth, cfg.num_classes)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(got[:, -1], logits.softmax(-1), atol=1e-5, rtol=1e-4)
@@ -57,7 +56,7 @@ def test_logit_lens_of_vit_b_16(vit):
     x = torch.randn(1, 3, 224, 224)
     m = vit.module
     want, logits = lens_by_hooks(m, m.encoder.layers, m.encoder.ln, m.heads, x)
-    got = I.logit_lens(vit, x)
+    got = interpret.logit_lens(vit, x)
     assert got.shape == (1, 12, 1000)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(got[:, -1], logits.softmax(-1), atol=1e-5, rtol=1e-4)
@@ -66,7 +65,7 @@ def test_logit_lens_of_vit_b_16(vit):
 def test_walk_tensors_are_the_stages_of_the_forward_pass():
     model = load_model("cifar10")
     x = torch.randn(2, 3, 32, 32)
-    w = I.walk(model, x)
+    w = interpret.walk(model, x)
     m = model.module
     with torch.no_grad():
         patches = m.patch_embed(x)
@@ -81,9 +80,11 @@ def test_walk_tensors_are_the_stages_of_the_forward_pass():
 def test_every_stage_renders_and_names_the_models_numbers(name, vit):
     model = vit if name == "vit_b_16" else load_model(name)
     cfg = vitviz.models.card.card_of(model).config
-    pixels = views.image_to_pixels(model, Image.open(gallery.items("mnist" if name == "mnist" else "cifar10")[0][0]))
+    pixels = explanation.image_to_pixels(
+        model, Image.open(gallery.items("mnist" if name == "mnist" else "cifar10")[0][0])
+    )
     w = steps.walk_image(model, pixels)
-    view, fresh = steps.render_steps(model, w, block=cfg.depth, patch=cfg.num_patches - 1)
+    view, fresh = steps.render_steps(model, w, block=cfg.depth, token=model.layout.token(cfg.num_patches - 1))
     assert fresh == {n for n, _ in steps_tab.STAGES}
     for n, _ in steps_tab.STAGES:
         pic = getattr(view, n)
@@ -132,7 +133,7 @@ def test_the_tab_follows_the_image_only_while_it_is_open():
     other = gallery.items("cifar10")[5][0]
     moved = steps_tab.follow({"path": other}, "cifar10", 1, -1, None, None, v)
     assert isinstance(moved[steps.STEP_NAMES.index("input")], str)  # a new image, redrawn while open
-    models.look_at("explore")(v)
+    menu.look_at("explore")(v)
     assert v.crossing.looking == "explore"
     left = steps_tab.follow(
         {"path": EXAMPLE}, "cifar10", 1, -1, None, None, v
@@ -142,16 +143,16 @@ def test_the_tab_follows_the_image_only_while_it_is_open():
 
 def test_the_explore_view_draws_the_same_logit_lens_from_its_own_forward_pass():
     model = load_model("cifar10")
-    pixels = views.image_to_pixels(model, Image.open(EXAMPLE))
-    ex = views.analyse(model, pixels)
+    pixels = explanation.image_to_pixels(model, Image.open(EXAMPLE))
+    ex = explanation.analyse(model, pixels)
     x = vitviz.data.images.pixels_to_tensor(pixels, model.card.mean, model.card.std)
-    torch.testing.assert_close(ex.lens, I.logit_lens(model, x)[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(ex.lens, interpret.logit_lens(model, x)[0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(ex.lens[-1], ex.probs, atol=1e-5, rtol=1e-4)
 
 
 def test_a_click_on_any_stage_picks_the_token_under_it():
     v = Visitor()
-    model = models.resolve_model("cifar10")
+    model = menu.resolve_model("cifar10")
     cfg, K = model.card.config, model.layout.num_prefix
     view, _, v = steps_tab.step_view({"path": EXAMPLE}, "cifar10", 2, -1, state=v)
     for name in steps_tab.CLICKABLE:

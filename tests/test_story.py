@@ -11,16 +11,13 @@ import numpy as np
 from helpers import EXAMPLE, skipped
 from PIL import Image
 
-from vitviz.app import compare_tab as compare
-from vitviz.app import link
-from vitviz.app import menu as models
+from vitviz.app import link, menu
 from vitviz.app.inputs import pixels_for
-from vitviz.app.visitor import Visitor
+from vitviz.app.state import Visitor
+from vitviz.app.tabs import compare
 from vitviz.data import gallery
-from vitviz.models.loaded import loaded
-from vitviz.pictures import draw as R
-from vitviz.pictures import explanation as views
-from vitviz.pictures import figures as FG
+from vitviz.models.hub import loaded
+from vitviz.pictures import draw, explanation, figures
 from vitviz.pictures.panels import TITLE_PX, Scale, colorbar, panel, title_block
 from vitviz.pictures.style import LARGE, Style, drawn_with
 from vitviz.training import record
@@ -41,9 +38,9 @@ def test_compare_opens_on_a_pair_that_fits_and_explains_one_class_on_both_sides(
     predicted = dict(zip(compare.API.names, compare.compare(EXAMPLE, "cifar10", "cifar10")))
     assert not np.array_equal(predicted["class_map_a"], out["class_map_a"])  # 'cat' is not the prediction here
     # each side's pictures name their model: the left's picture is the bare one under a line naming it
-    model = models.resolve_model("cifar10")
-    ex = views.analyse(model, pixels_for(model, EXAMPLE))
-    bare, _ = compare.pictures.render_explore(model, ex, compare.pictures.Options(), compact=True)
+    model = menu.resolve_model("cifar10")
+    ex = explanation.analyse(model, pixels_for(model, EXAMPLE))
+    bare, _ = compare.explore_pictures.render_explore(model, ex, compare.explore_pictures.Options(), compact=True)
     named = predicted["rollout_a"]
     title = title_block(model.card.title, named.shape[1])
     assert np.array_equal(named[: title.shape[0]], title) and np.array_equal(named[title.shape[0] :], bare.rollout)
@@ -90,7 +87,7 @@ def test_a_run_made_here_carries_its_own_record():
     from vitviz.training.config import TrainConfig
 
     cfg = TrainConfig.parse(dataset="mnist", preset="tiny", epochs=2)
-    model = copy.deepcopy(loaded(models.resolve_model("mnist")).module)
+    model = copy.deepcopy(loaded(menu.resolve_model("mnist")).module)
     history = [
         {"epoch": 1.0, "step": 10, "val_acc": 0.5, "val_loss": 1.4, "elapsed": 9.0},
         {"epoch": 1.5, "step": 15, "val_acc": 0.61, "val_loss": 1.2, "elapsed": 14.0},
@@ -99,7 +96,7 @@ def test_a_run_made_here_carries_its_own_record():
     card = final.card
     assert card.name.startswith("Your MNIST ViT (trained here") and card.metrics["val_acc"] == 0.61
     assert card.train["dataset"] == "mnist" and len(card.history) == 2
-    text = views.model_card(loaded(final))
+    text = explanation.model_card(loaded(final))
     assert "Your MNIST ViT" in text and "15 steps" in text and "14 s of training" in text and "61.00%" in text
     snap = record.run_record(copy.deepcopy(model), cfg, history[:1], None, None)
     assert "after epoch 1" in snap.card.name and snap.card.metrics["val_acc"] == 0.5
@@ -111,13 +108,13 @@ def test_only_ended_epochs_get_points_and_the_train_point_sits_on_its_steps():
         {"epoch": 1.0, "train_loss": 2.0, "val_loss": 1.9, "train_acc": 0.3, "val_acc": 0.35},
         {"epoch": 1.5, "train_loss": 1.8, "val_loss": 1.7, "train_acc": 0.4, "val_acc": 0.45},  # stopped here
     ]
-    fig = FG.curves_figure(history, steps)
+    fig = figures.curves_figure(history, steps)
     loss = fig.axes[0]
     lines = {line.get_label(): line for line in loss.get_lines()}
     assert list(lines["train loss (epoch mean)"].get_xdata()) == [0.5]  # the first epoch's middle
     assert list(lines["validation loss (epoch end)"].get_xdata()) == [1.0]
     assert list(lines["validation at the stop"].get_xdata()) == [1.5]  # not drawn as an epoch
-    early = FG.curves_figure([{**history[0], "epoch": 0.17}], steps[:2])
+    early = figures.curves_figure([{**history[0], "epoch": 0.17}], steps[:2])
     assert "train loss (epoch mean)" not in {line.get_label() for line in early.axes[0].get_lines()}
 
 
@@ -127,8 +124,8 @@ def test_large_type_draws_the_pictures_text_larger_and_patch_numbers_fit_a_corne
     normal = panel(img, "Attention rollout from CLS", scale)
     with drawn_with(Style.of(large=True)):
         large = panel(img, "Attention rollout from CLS", scale)
-        fig = FG.curves_figure([], [(0.1, 2.0)])
-        FG.figure_to_array(fig)
+        fig = figures.curves_figure([], [(0.1, 2.0)])
+        figures.figure_to_array(fig)
 
     def ink(block: np.ndarray) -> int:  # how tall the drawn letters are, top of the tallest to the lowest
         rows = np.nonzero((block < 120).all(-1).any(1))[0]
@@ -147,29 +144,29 @@ def test_large_type_draws_the_pictures_text_larger_and_patch_numbers_fit_a_corne
     assert TITLE_PX * LARGE <= 23
     for side, grid in ((256, 8), (224, 7), (448, 16), (224, 14)):
         step = side / grid
-        size = R.number_size(step, str(grid * grid - 1))
+        size = draw.number_size(step, str(grid * grid - 1))
         if size is not None:
-            w = R.font(size).getlength(str(grid * grid - 1)) + 3
+            w = draw.font(size).getlength(str(grid * grid - 1)) + 3
             assert w <= step / 2 and size + 3 <= step / 2  # at most a corner of its patch
-    grid_on = np.asarray(R.draw_grid(np.zeros((256, 256, 3), np.uint8), 8))
+    grid_on = np.asarray(draw.draw_grid(np.zeros((256, 256, 3), np.uint8), 8))
     with drawn_with(Style.of(numbers=False)):
-        grid_off = np.asarray(R.draw_grid(np.zeros((256, 256, 3), np.uint8), 8))
+        grid_off = np.asarray(draw.draw_grid(np.zeros((256, 256, 3), np.uint8), 8))
     assert (grid_on > 128).sum() > (grid_off > 128).sum()  # the numbers are white strokes: gone when off
-    lines_only = np.asarray(R.draw_grid(np.zeros((256, 256, 3), np.uint8), 8, numbers=False))
+    lines_only = np.asarray(draw.draw_grid(np.zeros((256, 256, 3), np.uint8), 8, numbers=False))
     assert np.array_equal(grid_off, lines_only)
 
 
 def test_the_components_are_labelled_with_their_share_of_the_variance():
-    model = models.resolve_model("cifar10")
-    images = [views.image_to_pixels(model, Image.open(p)) for p, _ in gallery.items("cifar10")[:4]]
-    s = views.summarise_model(model, images)
+    model = menu.resolve_model("cifar10")
+    images = [explanation.image_to_pixels(model, Image.open(p)) for p, _ in gallery.items("cifar10")[:4]]
+    s = explanation.summarise_model(model, images)
     shares = [100 * float(v) for v in s.variance]
     assert sum(shares) <= 100 + 1e-6 and shares == sorted(shares, reverse=True)
-    picture = views.components_picture(s)
-    bare = R.components_image(s.components, tile_size=64)
+    picture = explanation.components_picture(s)
+    bare = draw.components_image(s.components, tile_size=64)
     assert picture.shape[0] > bare.shape[0] + 2 * 14  # a label row over each row of components, and a note
     with drawn_with(Style.of(large=True)):
-        assert views.components_picture(s).shape[0] > picture.shape[0]  # Large type reaches its labels
+        assert explanation.components_picture(s).shape[0] > picture.shape[0]  # Large type reaches its labels
 
 
 def test_an_own_image_gone_from_the_server_gives_way_to_an_example_said_beside_the_menu(tmp_path):

@@ -14,8 +14,7 @@ import torch
 from helpers import write_hub_cache
 
 import vitviz
-from vitviz.explain import interpret as I
-from vitviz.explain import methods
+from vitviz.explain import interpret, methods
 from vitviz.models.timm_vit import TimmError
 
 timm = pytest.importorskip("timm")
@@ -58,7 +57,7 @@ def test_logits_attention_and_token_layout_equal_timms(family):
     K, g, has_head = FAMILIES[name]
     x = torch.randn(1, 3, 224, 224)
     before = {k: v.clone() for k, v in m.state_dict().items()}
-    logits, attn = I.forward_with_attention(r, x)
+    logits, attn = interpret.forward_with_attention(r, x)
     fused = copy.deepcopy(m)
     for blk in fused.blocks:
         blk.attn.fused_attn = True
@@ -66,7 +65,7 @@ def test_logits_attention_and_token_layout_equal_timms(family):
         torch.testing.assert_close(logits, fused(x), atol=1e-4, rtol=1e-4)  # timm's own (fused) forward
     for ours, theirs in zip(attn, timm_attention(m, x), strict=True):
         torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)
-    assert I.num_prefix(r) == K and r.layout.num_prefix == K and attn[0].shape[-1] == K + g * g
+    assert interpret.num_prefix(r) == K and r.layout.num_prefix == K and attn[0].shape[-1] == K + g * g
     assert r.card.config.grid_size == g and r.card.kind == "timm" and not m.training
     assert (len(r.card.classes) == 1000) == has_head
     assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())  # the model is unchanged
@@ -80,20 +79,20 @@ def test_the_readme_functions_run_on_every_family(family):
     name, m = family
     K, g, has_head = FAMILIES[name]
     x = torch.randn(1, 3, 224, 224)
-    attn = I.attention_maps(m, x)
+    attn = interpret.attention_maps(m, x)
     assert attn.shape[-1] == K + g * g
-    roll = I.attention_rollout(attn)
+    roll = interpret.attention_rollout(attn)
     torch.testing.assert_close(roll.sum(-1), torch.ones_like(roll.sum(-1)), atol=1e-4, rtol=0)
-    assert I.patch_attention(attn, 3, prefix=K).shape[-1] == g * g
-    norms = I.token_norms(m, x)
+    assert interpret.patch_attention(attn, 3, prefix=K).shape[-1] == g * g
+    norms = interpret.token_norms(m, x)
     assert norms.shape == (1, len(m.blocks), K + g * g)
-    I.norm_outliers(norms[0], prefix=K)
-    assert I.pos_embed_similarity(m).shape == (g * g, g * g)
-    assert I.mean_attention_distance(attn, 16, prefix=K).shape == (len(m.blocks), attn.shape[2])
-    w = I.walk(m, x)
+    interpret.norm_outliers(norms[0], prefix=K)
+    assert interpret.pos_embed_similarity(m).shape == (g * g, g * g)
+    assert interpret.mean_attention_distance(attn, 16, prefix=K).shape == (len(m.blocks), attn.shape[2])
+    w = interpret.walk(m, x)
     assert w["blocks"].shape[:3] == (1, len(m.blocks), K + g * g)
     if has_head:
-        lens = I.logit_lens(m, x)
+        lens = interpret.logit_lens(m, x)
         torch.testing.assert_close(lens[:, -1], w["logits"].softmax(-1), atol=1e-5, rtol=1e-4)
         for method in ("gradient rollout", "LeGrad", "attention rollout", "last-layer attention"):
             r = methods.relevance(m, x, method)
@@ -127,7 +126,7 @@ def test_the_sanity_checks_and_curves_on_timm_models():
             k for (k, a), b in zip(m.module.state_dict().items(), r.module.state_dict().values()) if torch.equal(a, b)
         ]
         assert unchanged == [], unchanged  # every tensor, registers and layer scales included
-    comps, var = I.patch_embed_components(deit, 8)
+    comps, var = interpret.patch_embed_components(deit, 8)
     assert comps.shape == (8, 3, 16, 16) and float(var.sum()) <= 1 + 1e-5
 
 
@@ -147,7 +146,7 @@ def test_occlusion_and_gradient_rollout_against_hand_computations_on_a_small_tim
         kind="timm",
     )
     x = torch.randn(1, 3, 32, 32)
-    occ = I.occlusion(m, x, bf16=False)
+    occ = interpret.occlusion(m, x, bf16=False)
     with torch.no_grad():
         p = m(x).softmax(-1)[0]
         t = int(p.argmax())
@@ -155,8 +154,8 @@ def test_occlusion_and_gradient_rollout_against_hand_computations_on_a_small_tim
         xo[..., 8:16, 0:8] = 0  # patch 4 of the 4 x 4 grid
         want = p[t] - m(xo).softmax(-1)[0, t]
     assert occ[0, 4].item() == pytest.approx(want.item(), abs=1e-5)
-    gr = I.gradient_rollout(m, x)
-    assert gr.shape == (1, 16) and I.num_prefix(m) == 3  # CLS and two registers left out
+    gr = interpret.gradient_rollout(m, x)
+    assert gr.shape == (1, 16) and interpret.num_prefix(m) == 3  # CLS and two registers left out
 
 
 LOAD = """
@@ -221,17 +220,18 @@ def test_the_app_serves_deit_from_the_hub_cache(tmp_path, monkeypatch, small_dat
     it is on the machine, and Explore, Step by step and the Model tab draw it."""
     import huggingface_hub.constants as hf
 
-    from vitviz.app import explore_tab as explore
-    from vitviz.app import menu as models
-    from vitviz.app import model_tab, steps_tab
+    from vitviz.app import menu
+    from vitviz.app.tabs import explore
+    from vitviz.app.tabs import model as model_tab
+    from vitviz.app.tabs import steps as steps_tab
     from vitviz.data import gallery
 
     key = "timm/deit_small_patch16_224.fb_in1k"
     monkeypatch.setattr(hf, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    assert "needs internet: 88 MB once" in dict((k, l) for l, k in models.model_choices())[key]
+    assert "needs internet: 88 MB once" in dict((k, l) for l, k in menu.model_choices())[key]
     write_hub_cache(tmp_path / "hub", key.removeprefix("timm/"))
-    assert "on this machine" in dict((k, l) for l, k in models.model_choices())[key]
-    monkeypatch.setattr(models, "MODELS", models.SharedModels())
+    assert "on this machine" in dict((k, l) for l, k in menu.model_choices())[key]
+    monkeypatch.setattr(menu, "MODELS", menu.SharedModels())
     image = {"path": gallery.items("cifar10")[3][0]}
     out = explore.explain(image, key, patch=100, layer=12, head=6)
     assert len(out[0]) == 5 and all(isinstance(p, str) and p.endswith(".jpg") for p in out[1:9])
@@ -248,25 +248,26 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     import numpy as np
     from PIL import Image
 
-    from vitviz.app import compare_tab as compare
-    from vitviz.app import explore_tab as explore
-    from vitviz.app import menu as models
-    from vitviz.app import model_tab, removal_tab, steps_tab, switch
-    from vitviz.app.visitor import Visitor
+    from vitviz.app import menu, switch
+    from vitviz.app.state import Visitor
+    from vitviz.app.tabs import compare, explore
+    from vitviz.app.tabs import model as model_tab
+    from vitviz.app.tabs import removal as removal_tab
+    from vitviz.app.tabs import steps as steps_tab
     from vitviz.data import gallery
 
     reg, typed = "timm/vit_small_patch14_reg4_dinov2.lvd142m", "deit_tiny_distilled_patch16_224.fb_in1k"
     monkeypatch.setattr(hf, "HF_HUB_CACHE", str(tmp_path / "hub"))
     for name in (reg.removeprefix("timm/"), typed):
         write_hub_cache(tmp_path / "hub", name)
-    monkeypatch.setattr(models, "MODELS", models.SharedModels())
+    monkeypatch.setattr(menu, "MODELS", menu.SharedModels())
     image = {"path": gallery.items("cifar10")[3][0]}
     out = explore.explain(image, reg, patch=40)
-    names = explore.pictures.OUTPUT_NAMES
+    names = explore.explore_pictures.OUTPUT_NAMES
     assert out[0] == {} and "No classifier" in out[-1] and "CLS + 4 registers" in out[-1]
     sim = np.asarray(Image.open(out[names.index("class_map")]))
     assert sim.shape[0] > 224  # the similarity map with its title and colour bar
-    assert "knows" not in models.model_choices()[0][0]
+    assert "knows" not in menu.model_choices()[0][0]
     controls = switch.controls_for(reg, Visitor(), progress=lambda *a, **k: None)
     assert "no classifier" in controls[10]["label"] and controls[9] == ""
     steps = steps_tab.steps_api(image, reg, 12, 5)
@@ -307,17 +308,16 @@ def test_a_register_is_a_token_to_select(monkeypatch):
     -1 (CLS) to -K; the row drawn is that token's own, and a number past them gets this model's range."""
     import gradio as gr
 
-    from vitviz.app import choices, switch
-    from vitviz.app import explore_tab as explore
-    from vitviz.app import menu as models
+    from vitviz.app import handlers, menu, switch
     from vitviz.app.inputs import read_image
-    from vitviz.app.visitor import Visitor
+    from vitviz.app.state import Visitor
+    from vitviz.app.tabs import explore
     from vitviz.data import gallery
     from vitviz.models.card import ModelCard, describe
-    from vitviz.models.loaded import loaded
+    from vitviz.models.hub import loaded
     from vitviz.models.timm_vit import config_of
-    from vitviz.pictures import explanation as views
-    from vitviz.pictures import explore as pictures
+    from vitviz.pictures import explanation
+    from vitviz.pictures import explore as explore_pictures
 
     m = tiny_timm_vit(reg_tokens=2)
     describe(
@@ -331,25 +331,33 @@ def test_a_register_is_a_token_to_select(monkeypatch):
             name="tiny with registers",
         ),
     )
-    monkeypatch.setattr(models, "MODELS", models.SharedModels())
-    models.MODELS._models["timm/tiny_reg"] = r = loaded(m)
+    monkeypatch.setattr(menu, "MODELS", menu.SharedModels())
+    menu.MODELS._models["timm/tiny_reg"] = r = loaded(m)
     assert r.layout.prefix == ("CLS", "register 1", "register 2")
     image = {"path": gallery.items("cifar10")[3][0]}
     out = explore.explain(image, "timm/tiny_reg", patch=-3, layer=2, head=2)
     assert "selected token: **register 2**" in out[-1]
-    number, menu = switch.controls_for("timm/tiny_reg", Visitor(), progress=lambda *a, **k: None)[5:7]
-    assert "-2 to -3 registers 1 to 2" in number["label"] and menu["visible"] and menu["choices"][2] == "register 2"
-    assert choices.pick_prefix("register 2", "timm/tiny_reg", None) == -3
-    assert choices.prefix_shown(-3, "timm/tiny_reg", None)["value"] == "register 2"
-    assert choices.prefix_shown(7, "timm/tiny_reg", None)["value"] is None
+    number, token_menu = switch.controls_for("timm/tiny_reg", Visitor(), progress=lambda *a, **k: None)[5:7]
+    assert (
+        "-2 to -3 registers 1 to 2" in number["label"]
+        and token_menu["visible"]
+        and token_menu["choices"][2] == "register 2"
+    )
+    page = ("mean", 0.0, "predicted class", 2, 1, 5, 0.6, True, False, "LeGrad", None, None, Visitor())  # patch 5
+    picked = dict(zip(explore.TOKEN_PAGE.names, explore.prefix_picked("register 2", image, "timm/tiny_reg", *page)))
+    assert (
+        picked["patch"] == -3 and picked["prefix_token"]["value"] == "register 2"
+    )  # one event: number, menu, pictures
+    assert "selected token: **register 2**" in picked["summary"]
+    assert handlers.token_shown("timm/tiny_reg", None, 7)["prefix_token"]["value"] is None
     with pytest.raises(gr.Error, match=r"between -3 and 15 \(patches 0 to 15, -1 CLS, -2 to -3 registers 1 to 2\)"):
         explore.explain(image, "timm/tiny_reg", patch=-4)
 
-    pixels = views.image_to_pixels(r, read_image(image))
-    ex = views.analyse(r, pixels, None)
+    pixels = explanation.image_to_pixels(r, read_image(image))
+    ex = explanation.analyse(r, pixels, None)
     x = vitviz.preprocess(read_image(image), r)
-    _, attn = I.forward_with_attention(m, x)  # the module itself, as the reference
+    _, attn = interpret.forward_with_attention(m, x)  # the module itself, as the reference
     for prefix, want_name in ((0, "CLS"), (1, "register 1"), (2, "register 2")):
-        drawer = pictures._Drawer(r, ex, pictures.Options(patch=None, prefix=prefix))
+        drawer = explore_pictures._Drawer(r, ex, explore_pictures.Options(token=r.layout.token(-1 - prefix)))
         assert drawer.who == want_name
         torch.testing.assert_close(drawer._token_row(ex.attn[1, 0]), attn[1][0, 0, prefix, 3:], atol=1e-5, rtol=1e-4)

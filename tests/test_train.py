@@ -162,7 +162,7 @@ def test_cli_trains_on_a_zip_and_evaluate_reports(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "epoch 1" in r.stderr + r.stdout
     r = subprocess.run(
-        [sys.executable, "-m", "vitviz.training.evaluate", "--checkpoint", str(out), "--data", str(z)],
+        [sys.executable, "-m", "vitviz.evaluate", "--checkpoint", str(out), "--data", str(z)],
         capture_output=True,
         text=True,
         env=env,
@@ -294,23 +294,28 @@ def test_tokens_are_dropped_only_in_the_early_part_of_a_run():
 
 
 def test_the_weight_average_follows_its_formula_and_the_run_reports_it():
-    from vitviz.training.loop import WeightAverage
+    from vitviz.training.parts import weight_average
 
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 2)
-    avg = WeightAverage(net, 0.9)
-    expect = [p.detach().clone() for p in net.parameters()]
-    for t in range(1, 31):
+    avg = weight_average(net, 0.9)
+    expect = None
+    for n in range(30):  # the n-th update: the first copies, each later one an average with the warmed-up decay
         with torch.no_grad():
             for p in net.parameters():
                 p.add_(torch.randn_like(p))
-        avg.update()
-        d = min(0.9, (1 + t) / (10 + t))
-        expect = [d * e + (1 - d) * p.detach() for e, p in zip(expect, net.parameters())]
-    for e, a in zip(expect, avg.model.parameters()):
+        avg.update_parameters(net)
+        d = min(0.9, (1 + n) / (10 + n))
+        now = [p.detach().clone() for p in net.parameters()]
+        expect = now if expect is None else [d * e + (1 - d) * p for e, p in zip(expect, now)]
+    assert not avg.module.training and all(p.requires_grad for p in avg.module.parameters())
+    for e, a in zip(expect, avg.module.parameters()):
         assert torch.allclose(e, a, atol=1e-6)
-    from vitviz.explain import interpret as I
+    from vitviz.explain import interpret
 
     done = events(TrainConfig(epochs=1, ema=0.9, **TINY))[-1]
     assert done["event"] == "done" and not done["model"].training
-    assert I.legrad(done["model"], torch.randn(1, 3, 32, 32)).shape == (1, 64)  # the average explains as any model
+    assert interpret.legrad(done["model"], torch.randn(1, 3, 32, 32)).shape == (
+        1,
+        64,
+    )  # the average explains as any model

@@ -9,8 +9,7 @@ from hf_cache import REPOS, write_cache
 from PIL import Image
 
 import vitviz
-from vitviz.explain import interpret as I
-from vitviz.explain import methods as M
+from vitviz.explain import interpret, methods
 from vitviz.models.bound import ModelError, TooLarge
 
 KINDS = {  # repo -> (the prefix tokens, the row the prediction reads)
@@ -127,30 +126,30 @@ def test_every_readme_function_runs_and_leaves_the_module_as_it_was(offline, rep
     before = {k: t.clone() for k, t in module.state_dict().items()}
     impl = module.config._attn_implementation
     x = vitviz.preprocess(photo(), v)
-    attn = I.attention_maps(v, x)
+    attn = interpret.attention_maps(v, x)
     assert attn.shape[1:3] == (2, 4)
-    I.attention_rollout(attn)
-    I.mean_attention_distance(attn, 8, prefix=v)
-    I.patch_attention(attn, 3, prefix=v.layout)
-    norms = I.token_norms(v, x)
-    I.norm_outliers(norms[0], prefix=v)
-    I.patch_embed_components(v)
-    I.walk(v, x)
-    sim = I.pos_embed_similarity(v)
+    interpret.attention_rollout(attn)
+    interpret.mean_attention_distance(attn, 8, prefix=v)
+    interpret.patch_attention(attn, 3, prefix=v.layout)
+    norms = interpret.token_norms(v, x)
+    interpret.norm_outliers(norms[0], prefix=v)
+    interpret.patch_embed_components(v)
+    interpret.walk(v, x)
+    sim = interpret.pos_embed_similarity(v)
     assert (sim is None) == (repo == "test/dinov3")  # rotary positions: no embedding per position
-    for method in M.METHODS:
-        if M.METHODS[method].class_specific and repo in BACKBONES:
+    for method in methods.METHODS:
+        if methods.METHODS[method].class_specific and repo in BACKBONES:
             with pytest.raises(ValueError, match="no classifier"):
-                M.relevance(v, x, method)
+                methods.relevance(v, x, method)
         else:
-            m = M.relevance(v, x, method)
+            m = methods.relevance(v, x, method)
             assert m.shape == (1, 16) and torch.isfinite(m).all()
     if repo in BACKBONES:
-        for fn in (I.gradient_rollout, I.legrad, I.logit_lens):
+        for fn in (interpret.gradient_rollout, interpret.legrad, interpret.logit_lens):
             with pytest.raises(ValueError, match="no classifier"):
                 fn(v, x)
     else:
-        lens = I.logit_lens(v, x)
+        lens = interpret.logit_lens(v, x)
         assert lens.shape == (1, 2, len(v.card.classes))
         torch.testing.assert_close(lens[0, -1], v.probabilities(v(x))[0], atol=1e-5, rtol=1e-4)
     after = module.state_dict()
@@ -183,13 +182,13 @@ def test_other_instances_keep_their_attention(offline):
 
 def test_functions_on_attention_alone_ask_for_the_layout(offline):
     v = vitviz.load_model("hf:test/dinov2-reg")
-    attn = I.attention_maps(v, torch.randn(1, 3, 32, 32))
+    attn = interpret.attention_maps(v, torch.randn(1, 3, 32, 32))
     with pytest.raises(TypeError):
-        I.patch_attention(attn, 3)
+        interpret.patch_attention(attn, 3)
     with pytest.raises(TypeError):
-        I.mean_attention_distance(attn, 8)
+        interpret.mean_attention_distance(attn, 8)
     # with the layout, patch 3's row is the fifth token past the registers' (CLS + 4 registers)
-    assert torch.equal(I.patch_attention(attn, 3, prefix=v), attn[..., 5 + 3, 5:])
+    assert torch.equal(interpret.patch_attention(attn, 3, prefix=v), attn[..., 5 + 3, 5:])
 
 
 def test_a_distilled_deits_gradient_rollout_reads_both_of_its_heads_tokens(offline):
@@ -197,14 +196,14 @@ def test_a_distilled_deits_gradient_rollout_reads_both_of_its_heads_tokens(offli
     rows: the two tokens the prediction averages."""
     v = vitviz.load_model("hf:test/deit-distilled")
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
-    logits, attns = I.forward_with_attention(v, x, grad=True)
+    logits, attns = interpret.forward_with_attention(v, x, grad=True)
     t = int(logits.argmax())
     grads = torch.autograd.grad(logits[0, t], attns)
     R = torch.eye(18)
     for a, g in zip(attns, grads):
         R = R + (g * a).clamp(min=0).mean(1)[0] @ R
     expected = (R[0, 2:] + R[1, 2:]) / 2
-    torch.testing.assert_close(I.gradient_rollout(v, x)[0], expected.detach(), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(interpret.gradient_rollout(v, x)[0], expected.detach(), atol=1e-6, rtol=1e-5)
 
 
 def test_what_cannot_be_read_or_had_gets_a_sentence(offline, tmp_path):

@@ -5,7 +5,7 @@ import torch
 from PIL import Image
 
 import vitviz
-from vitviz.explain import interpret as I
+from vitviz.explain import interpret
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def test_extracted_attention_matches_q_and_k(vit, x):
         for i, blk in enumerate(vit.module.encoder.layers)
     ]
     try:
-        attn = I.attention_maps(vit, x)
+        attn = interpret.attention_maps(vit, x)
     finally:
         for h in hooks:
             h.remove()
@@ -52,8 +52,8 @@ def test_extracted_attention_matches_q_and_k(vit, x):
 def test_extraction_leaves_the_model_unchanged(vit, x):
     with torch.no_grad():
         before = vit(x)
-    I.attention_maps(vit, x)
-    I.gradient_rollout(vit, x)
+    interpret.attention_maps(vit, x)
+    interpret.gradient_rollout(vit, x)
     with torch.no_grad():
         after = vit(x)
     torch.testing.assert_close(before, after)
@@ -62,21 +62,21 @@ def test_extraction_leaves_the_model_unchanged(vit, x):
 
 
 def test_every_interpret_function_accepts_it(vit, x):
-    attn = I.attention_maps(vit, x)
-    assert I.attention_rollout(attn, "max", 0.5).shape == (1, 197, 197)
-    rel = I.gradient_rollout(vit, x, target=3)
+    attn = interpret.attention_maps(vit, x)
+    assert interpret.attention_rollout(attn, "max", 0.5).shape == (1, 197, 197)
+    rel = interpret.gradient_rollout(vit, x, target=3)
     assert rel.shape == (1, 196) and (rel >= 0).all()
-    d = I.mean_attention_distance(attn, 16, prefix=1)
+    d = interpret.mean_attention_distance(attn, 16, prefix=1)
     assert d.shape == (12, 12) and (d > 0).all() and (d < 224 * 1.5).all()
-    s = I.pos_embed_similarity(vit)
+    s = interpret.pos_embed_similarity(vit)
     assert s.shape == (196, 196)
     torch.testing.assert_close(s.diagonal(), torch.ones(196), atol=1e-5, rtol=0)
-    comps, var = I.patch_embed_components(vit, 8)
+    comps, var = interpret.patch_embed_components(vit, 8)
     assert comps.shape == (8, 3, 16, 16)
 
 
 def test_token_norms_of_vit_b_16(vit, x):
-    got = I.token_norms(vit, x)
+    got = interpret.token_norms(vit, x)
     assert got.shape == (1, 12, 197)
     with torch.no_grad():
         tv = vit.module
@@ -92,8 +92,7 @@ def test_legrad_occlusion_and_the_cascade_on_a_torchvision_vit():
     and the sanity cascade; LeGrad against a hand-written per-layer gradient."""
     from torchvision.models.vision_transformer import VisionTransformer
 
-    from vitviz.explain import methods as M
-    from vitviz.explain import sanity
+    from vitviz.explain import methods, sanity
     from vitviz.models.card import ModelCard, describe
     from vitviz.models.tv_vit import config_of
 
@@ -104,16 +103,16 @@ def test_legrad_occlusion_and_the_cascade_on_a_torchvision_vit():
     torch.nn.init.normal_(m.heads.head.weight, std=0.5)  # torchvision starts its head at zeros
     describe(m, ModelCard(config=config_of(m), classes=tuple("abcde"), mean=(0.5,) * 3, std=(0.5,) * 3))
     x = torch.randn(2, 3, 32, 32)
-    for name in M.METHODS:
-        assert M.relevance(m, x, name).shape == (2, 16), name
-    occ = I.occlusion(m, x, bf16=False)
+    for name in methods.METHODS:
+        assert methods.relevance(m, x, name).shape == (2, 16), name
+    occ = interpret.occlusion(m, x, bf16=False)
     with torch.no_grad():
         p = m(x).softmax(-1)
         t = p.argmax(-1)
         xo = x[:1].clone()
         xo[..., 8:16, 16:24] = 0  # patch 6
         assert occ[0, 6].item() == pytest.approx((p[0, t[0]] - m(xo).softmax(-1)[0, t[0]]).item(), abs=1e-5)
-    got = I.legrad(m, x, target=t)
+    got = interpret.legrad(m, x, target=t)
     assert got.shape == (2, 16) and float(got.max()) == pytest.approx(1.0)
     stages = [label for label, _ in sanity.cascade(m)]
     assert stages == ["trained", "head", "head + block 2", "+ block 1", "+ embeddings (everything)"]

@@ -13,7 +13,7 @@ from hf_cache import REPOS, write_cache
 from PIL import Image
 
 import vitviz
-from vitviz.explain import interpret as I
+from vitviz.explain import interpret
 from vitviz.models.words import with_labels
 
 LABELS = ("cat", "dog", "red car", "a small bird")
@@ -131,7 +131,7 @@ def test_legrad_for_a_label_is_the_papers(offline, repo):
     ref = their_model(repo)
     x = vitviz.preprocess(photo(2), v)
     for label in range(len(LABELS)):
-        mine = I.legrad(v, x, label)
+        mine = interpret.legrad(v, x, label)
         theirs = (legrad_siglip if "siglip" in repo else legrad_clip)(ref, repo, x, label).detach()
         torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-4)
 
@@ -166,7 +166,7 @@ def served_models(offline, monkeypatch):
 def test_explain_with_labels_from_eight_threads_equals_each_alone(served_models, tmp_path):
     from helpers import canonical
 
-    from vitviz.app import explore_tab as explore
+    from vitviz.app.tabs import explore
 
     path = tmp_path / "photo.png"
     photo(3, (64, 48)).save(path)
@@ -196,8 +196,8 @@ def test_explain_with_labels_from_eight_threads_equals_each_alone(served_models,
 
 
 def test_explain_says_what_is_wrong_with_the_labels(served_models):
-    from vitviz.app import explore_tab as explore
     from vitviz.app.inputs import FieldError
+    from vitviz.app.tabs import explore
 
     with pytest.raises(FieldError, match="at least one label"):
         explore.explain({"path": "x.png"}, "hf:test/clip", labels=" , ")
@@ -228,9 +228,9 @@ def test_the_link_carries_the_labels_of_a_model_in_words(served_models):
 
 
 def test_a_siglip_page_names_its_pooling_query_and_never_a_cls(served_models, tmp_path):
-    from vitviz.app import explore_tab as explore
     from vitviz.app import switch
-    from vitviz.app.visitor import Visitor
+    from vitviz.app.state import Visitor
+    from vitviz.app.tabs import explore
 
     v = Visitor()
     changed = dict(zip(switch.CHANGED.names, switch.controls_for("hf:test/siglip", v, labels="cat, dog")))
@@ -244,17 +244,16 @@ def test_a_siglip_page_names_its_pooling_query_and_never_a_cls(served_models, tm
     assert "pooling query" in view.summary and "CLS" not in view.summary
     assert ex.pool is not None and ex.pool.shape == (4, 16) and ex.prefix == 0
     # the selected pooling query's rollout is its pooling head's attention (heads averaged) times the rollout
-    rolled = I.attention_rollout(ex.attn[None])[0]
+    rolled = interpret.attention_rollout(ex.attn[None])[0]
     from vitviz.pictures.explore import Options, _Drawer
 
     d = _Drawer(explore.resolve_model("hf:test/siglip", v), ex, Options())
     torch.testing.assert_close(d._token_row(rolled), ex.pool.mean(0) @ rolled)
-    assert d.who == "pooling query"
+    assert d.who == "the pooling query"
 
 
 def test_compare_puts_clip_beside_a_classifier_and_predict_scores_the_labels(served_models, tmp_path):
-    from vitviz.app import compare_tab as compare
-    from vitviz.app import explore_tab as explore
+    from vitviz.app.tabs import compare, explore
 
     path = tmp_path / "photo.png"
     photo(7, (48, 48)).save(path)

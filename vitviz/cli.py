@@ -12,7 +12,7 @@ import sys
 COMMANDS = {  # subcommand -> (the module whose main() runs it, what it does)
     "app": ("vitviz.app.serve", "serve the app in a browser (127.0.0.1:7860)"),
     "train": ("vitviz.training.command", "train a ViT on CIFAR-10 or MNIST and save a checkpoint"),
-    "evaluate": ("vitviz.training.evaluate", "a checkpoint's test (or validation) accuracy"),
+    "evaluate": ("vitviz.evaluate", "a checkpoint's test (or validation) accuracy"),
     "average": ("vitviz.training.average", "the mean of several checkpoints' weights"),
     "space": ("vitviz.space", "write (and push) a Hugging Face Space folder"),
 }

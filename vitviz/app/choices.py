@@ -1,16 +1,11 @@
-"""What a visitor chooses that the tabs follow: the image (an example, an upload, a random test image) and
-the selected token (a click on the input, the menu of tokens before the patches). What a new model keeps of
-them is vitviz.app.switch.
+"""What a visitor chooses that the tabs follow: the image (an example, an upload, a random test image). The
+selected token is chosen on Explore (vitviz.app.tabs.explore: a click on the input, its number, the menu of
+tokens before the patches), each in one event. What a new model keeps of them is vitviz.app.switch.
 
 The Explore tab shows these controls.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the shell imports the tabs
-    from vitviz.app.shell import Shell
 
 import os
 
@@ -19,10 +14,11 @@ import numpy as np
 from PIL import Image
 
 from vitviz.app import link
-from vitviz.app.handlers import Outputs, token_at, warning
-from vitviz.app.inputs import read_image, token_index
+from vitviz.app.handlers import Outputs, warning
+from vitviz.app.inputs import read_image
 from vitviz.app.menu import resolve_model
-from vitviz.app.visitor import DEFAULT_EXAMPLE, NONE_SELECTED, Visitor, visitor
+from vitviz.app.page import Shell
+from vitviz.app.state import DEFAULT_EXAMPLE, NONE_SELECTED, Visitor, visitor
 from vitviz.data import gallery
 from vitviz.data.datasets import DATASETS, DataUnavailable, load_dataset
 from vitviz.runtime import scratch
@@ -121,25 +117,6 @@ def random_test_image(model_key: str, state: Visitor | None) -> tuple:
     )
 
 
-def pick_prefix(name: str, model_key: str, state: Visitor | None) -> int | dict:
-    """The token menu's choice (CLS, a distillation token, a register) as the selected token's number."""
-    try:
-        prefix = resolve_model(model_key, state).layout.prefix
-    except gr.Error:
-        return gr.skip()
-    return -1 - prefix.index(name) if name in prefix else gr.skip()
-
-
-def prefix_shown(patch: object, model_key: str, state: Visitor | None) -> dict:
-    """The token menu follows the selected token: its name for a token before the patches, empty for a patch."""
-    try:
-        layout = resolve_model(model_key, state).layout
-        p, k = token_index(patch, layout)
-    except gr.Error:
-        return gr.skip()
-    return gr.update(value=layout.prefix[k] if p is None else None)
-
-
 def wire(c: dict, shell: Shell) -> None:
     """The choices' events: the examples, the upload and test-image buttons, a click on the input, the token
     menu. `c`: the Explore tab's components, which show them; `shell`: the model menu and the visitor's state."""
@@ -160,12 +137,4 @@ def wire(c: dict, shell: Shell) -> None:
         [shell.model_dd, shell.state],
         NEW_IMAGE.components({**c, "state": shell.state}),
         api_visibility="private",
-    )
-    c["sees"].select(token_at, [shell.model_dd, shell.state], c["patch"], api_visibility="private")
-    c["to_cls"].click(lambda: -1, None, c["patch"], api_visibility="private", queue=False)
-    c["prefix_token"].input(
-        pick_prefix, [c["prefix_token"], shell.model_dd, shell.state], c["patch"], api_visibility="private"
-    )
-    c["patch"].change(
-        prefix_shown, [c["patch"], shell.model_dd, shell.state], c["prefix_token"], api_visibility="private"
     )

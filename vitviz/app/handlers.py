@@ -7,28 +7,26 @@
   ones that did not change left as they are.
 - `warning`: an error as the sentence the page shows beside its control.
 - `token_at`: a click on a picture of the input as the token under it (a patch, or -1 for CLS).
+- `token_shown`: the one token control (Explore's number and menu) set to a newly selected token.
 - `follower`: the open and follow handlers of a tab drawn from the Explore image.
 - `mirror`: one choice shown by two controls, kept equal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING
-
-from vitviz.app.picfiles import PictureFiles
-
-if TYPE_CHECKING:  # the shell imports the tabs
-    from vitviz.app.shell import Shell
-
 import inspect
+from collections.abc import Callable, Collection
 
 import gradio as gr
 import numpy as np
 
+from vitviz.app.inputs import selected_token
 from vitviz.app.menu import resolve_model
-from vitviz.app.visitor import Visitor, visitor
-from vitviz.pictures.input_view import click_to_token
+from vitviz.app.page import Shell
+from vitviz.app.serving.picfiles import PictureFiles
+from vitviz.app.state import Visitor, visitor
+from vitviz.pictures import spots
+from vitviz.pictures.input_view import sees_spots
 from vitviz.pictures.style import PHONE_PX
 
 
@@ -81,12 +79,27 @@ def warning(e: gr.Error) -> str:
 
 
 def token_at(model_key: str, state: Visitor | None, evt: gr.SelectData) -> int | dict:
-    """A click on the input's picture: the patch under it, or -1 for the CLS tile (gr.skip() with no model)."""
+    """A click on the input's picture: the number of the token under it (a patch, or -1 for the tile of the token
+    the prediction reads); gr.skip() with no model or no token there."""
     try:
-        cfg = resolve_model(model_key, state).card.config
+        model = resolve_model(model_key, state)
     except gr.Error:
         return gr.skip()
-    return click_to_token(evt.index[0], evt.index[1], cfg)
+    token = spots.token_at(sees_spots(model.card.config, model.layout), evt.index[0], evt.index[1], model.layout)
+    return gr.skip() if token is None else token.number
+
+
+def token_shown(model_key: str, state: Visitor | None, number: object) -> dict:
+    """The one token control's values for the token `number` (Explore's, which Step by step shares): its number,
+    and the menu of the tokens before the patches naming it (empty for a patch); {} where the model or the number
+    cannot be had (the page's note says why)."""
+    try:
+        layout = resolve_model(model_key, state).layout
+        token = selected_token(number, layout)
+    except gr.Error:
+        return {}
+    named = token.name if token.patch is None and layout.prefix else None
+    return {"patch": token.number, "prefix_token": gr.update(value=named)}
 
 
 def follower(tab: str, redraw: Callable, outputs: Outputs) -> tuple[Callable, Callable]:

@@ -15,8 +15,8 @@ import numpy as np
 from PIL import Image
 
 from vitviz.data.images import open_image
-from vitviz.models.loaded import LoadedViT, TokenLayout
-from vitviz.pictures import explanation as views
+from vitviz.models.loaded import LoadedViT, Token, TokenLayout
+from vitviz.pictures import explanation
 
 FUSIONS = ["mean", "max", "min"]
 ImagePayload = dict | str | None  # what Gradio sends for an image: a file payload ({"path": ...}) or a path
@@ -76,7 +76,7 @@ def image_and_pixels(model: LoadedViT, payload: ImagePayload) -> tuple[Image.Ima
     """The uploaded image, opened once, and what `model` sees of it."""
     image = read_image(payload)
     try:
-        return image, views.image_to_pixels(model, image)
+        return image, explanation.image_to_pixels(model, image)
     except ValueError as e:
         raise FieldError(f"That image could not be used: {e}.", "image") from None
 
@@ -130,55 +130,22 @@ def _token_number(value: object, what: str, lo: int, hi: int, refusal: Callable[
         raise about("patch", e) from None
 
 
-def patch_index(value: object, num_patches: int) -> int | None:
-    """A selected patch: None for none (-1 or empty); a sentence, with this model's range, for one off the grid."""
-    p = _token_number(
-        value,
-        "The selected patch",
-        -1,
-        num_patches,
-        lambda p: (
-            f"{f'Patch {p}' if p else 'That patch'} is not on this model's grid: the patch must be between -1 and "
-            f"{num_patches - 1} "
-            f"(patches are numbered 0 to {num_patches - 1}; -1 is the CLS token)."
-        ),
-    )
-    return None if p < 0 else p
-
-
-def token_index(value: object, layout: TokenLayout) -> tuple[int | None, int]:
-    """The selected token as (patch or None, which prefix token): 0 to P-1 a patch, -1 CLS, -2 to -K the other
-    tokens before the patches (distillation, registers) of this model's `layout` (vitviz.models.loaded.TokenLayout);
-    for a model with no token before its patches (SigLIP), -1 is its pooling query."""
-    K, P = max(1, layout.num_prefix), layout.num_patches
-    p = _token_number(
+def selected_token(value: object, layout: TokenLayout) -> Token:
+    """The selected token (vitviz.models.loaded.Token) from the page's or the API's number (empty: -1): 0 to P-1
+    a patch, -1 CLS (SigLIP's pooling query for a model with no token before its patches), -2 to -K the other
+    tokens before the patches; a FieldError about "patch", with this model's numbering, for any other value."""
+    lo, hi = layout.lowest, layout.num_patches
+    number = _token_number(
         value,
         "The selected token",
-        -K,
-        P,
+        lo,
+        hi,
         lambda p: (
-            f"{f'Token {p}' if p else 'That token'} is not in this model: the selected token must be between {-K} "
-            f"and {P - 1} "
-            f"({token_numbers(layout)})."
+            f"{f'Token {p}' if p else 'That token'} is not in this model: the selected token must be between {lo} "
+            f"and {hi - 1} ({layout.numbering()})."
         ),
     )
-    return (None, -1 - p) if p < 0 else (p, 0)
-
-
-def token_numbers(layout: TokenLayout) -> str:
-    """How this model's tokens are numbered, in words: "patches 0 to 63, -1 CLS, -2 to -5 registers 1 to 4"."""
-    K, P = layout.num_prefix, layout.num_patches
-    words = [f"patches 0 to {P - 1}", f"-1 {layout.first()}"]
-    if K == 2:
-        words.append(f"-2 {layout.prefix[1]}")
-    elif K > 2:
-        registers = all(n.startswith("register") for n in layout.prefix[1:])
-        words.append(
-            f"-2 to {-K} registers 1 to {K - 1}"
-            if registers
-            else ", ".join(f"{-1 - k} {n}" for k, n in enumerate(layout.prefix) if k)
-        )
-    return ", ".join(words)
+    return layout.token(number)
 
 
 def layer_index(value: object, what: str, count: int, default: int) -> tuple[int, str]:
@@ -189,7 +156,7 @@ def layer_index(value: object, what: str, count: int, default: int) -> tuple[int
     if abs(raw) > 10_000:  # far from any model's range: refused, not brought in
         raise gr.Error(f"{what} must be between 1 and {count} for this model; the number sent is far outside that.")
     v = whole(raw, what, -10_000, 10_000)
-    nearest = views.nearest_one_based(v, count, default=default)
+    nearest = explanation.nearest_one_based(v, count, default=default)
     if nearest == v:
         return v, ""
     noun = what.removeprefix("The ").lower()

@@ -21,7 +21,7 @@ import gradio as gr
 
 from vitviz.app import menu, switch
 from vitviz.app.inputs import FUSIONS
-from vitviz.app.visitor import Visitor, visitor
+from vitviz.app.state import Visitor, visitor
 from vitviz.data import gallery
 from vitviz.explain.methods import CLASS_MAPS
 

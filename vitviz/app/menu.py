@@ -25,14 +25,14 @@ from collections.abc import Callable
 import gradio as gr
 import torch
 
-from vitviz.app import limits
 from vitviz.app.inputs import FieldError, shown
-from vitviz.app.visitor import Visitor, visitor
+from vitviz.app.serving import limits
+from vitviz.app.state import Visitor, visitor
 from vitviz.explain.sanity import randomised
 from vitviz.models import bound, checkpoint
 from vitviz.models.bound import ModelError
-from vitviz.models.hub import load_model
-from vitviz.models.loaded import LoadedViT, loaded
+from vitviz.models.hub import load_model, loaded
+from vitviz.models.loaded import LoadedViT
 from vitviz.models.words import with_labels
 from vitviz.runtime import memory
 

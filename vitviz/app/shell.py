@@ -1,8 +1,9 @@
-"""The app's shell: the model menu and checkpoint upload above the tabs, the visitor's state, launch.
+"""The app's shell: the title, the model menu and checkpoint upload above the tabs, the visitor's state, launch.
 
-Each tab (explore, model_tab, train_tab, compare) builds its own layout and wires its
-own events; this file builds them in order and wires only what crosses tabs: a model
-change updates Explore's controls, then the Model tab, then Explore's pictures.
+Each tab (vitviz.app.tabs: explore, steps, removal, model, train, compare) builds its own layout and wires its
+own events; this module builds them in order and wires only what crosses tabs: one set of choices shown on
+several tabs, a new model (Explore's controls fitted, then the Model tab, then the pictures), the drawing
+style, the page opening on a link's view.
 """
 
 from __future__ import annotations
@@ -15,19 +16,23 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 
-from vitviz.app import choices, gradio_files, limits, link, model_tab, removal_tab, steps_tab, switch, train_tab
-from vitviz.app import compare_tab as compare
-from vitviz.app import explore_tab as explore
+from vitviz.app import choices, link, switch
 from vitviz.app.handlers import mirror, style_switch
 from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
-from vitviz.app.places import PLACES
-from vitviz.app.public import APP_KWARGS, PublicBlocks
-from vitviz.app.visitor import Visitor
+from vitviz.app.page import Shell
+from vitviz.app.serving import gradio_files, limits
+from vitviz.app.serving.places import PLACES
+from vitviz.app.serving.public import APP_KWARGS, PublicBlocks
+from vitviz.app.state import Visitor
+from vitviz.app.tabs import compare, explore, explore_layout
+from vitviz.app.tabs import model as model_tab
+from vitviz.app.tabs import removal as removal_tab
+from vitviz.app.tabs import steps as steps_tab
+from vitviz.app.tabs import train as train_tab
 from vitviz.models.hub import import_families
 from vitviz.pictures.style import PHONE_PX
 from vitviz.runtime import scratch
@@ -92,18 +97,6 @@ LARGE_TYPE_JS = (
 )  # inside .contain: Gradio scopes the CSS there
 
 
-@dataclass
-class Shell:
-    """What every tab may use: the visitor's state, the model menu and the note beside it, the tabs, the hidden
-    /predict button."""
-
-    state: gr.State
-    model_dd: gr.Dropdown
-    model_note: gr.Markdown
-    tabs: gr.Tabs
-    hidden_predict: gr.Button
-
-
 def build_demo() -> gr.Blocks:
     scratch.prune_all()  # what an earlier run of the app left
     gradio_files.own_folder()  # Gradio's files of this process in a folder of its own, before any component
@@ -113,21 +106,21 @@ def build_demo() -> gr.Blocks:
         head = _head()
         with gr.Tabs(overflow_behavior="wrap") as tabs:  # a phone: every tab in view, on two rows
             pages, parts = {}, {}
-            for key, title, tab in TABS:
+            for key, title, build in TABS:
                 with gr.Tab(title, id=key) as pages[key]:
-                    parts[key] = tab.build()
+                    parts[key] = build()
         shell = Shell(state, head["model_dd"], head["model_note"], tabs, gr.Button(visible=False))
         _wire(demo, shell, head, pages, parts)
     return demo
 
 
-TABS = (
-    ("explore", "Explore", explore),
-    ("steps", "Step by step", steps_tab),
-    ("take-away", "Take patches away", removal_tab),
-    ("model", "Model", model_tab),
-    ("train", "Train", train_tab),
-    ("compare", "Compare", compare),
+TABS = (  # (id, title, the function that lays it out)
+    ("explore", "Explore", explore_layout.build),
+    ("steps", "Step by step", steps_tab.build),
+    ("take-away", "Take patches away", removal_tab.build),
+    ("model", "Model", model_tab.build),
+    ("train", "Train", train_tab.build),
+    ("compare", "Compare", compare.build),
 )
 
 
@@ -169,13 +162,14 @@ def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -
     model_tab.wire(mt, shell)
     redraws = [  # what redraws each tab (the last three only while looked at)
         explain_event,
-        steps_tab.wire(st, shell, ex["image"], pages["steps"], (ex["labels"], ex["template"])),
+        steps_tab.wire(st, shell, ex, pages["steps"]),
         removal_tab.wire(parts["take-away"], shell, ex["image"], pages["take-away"], (ex["labels"], ex["template"])),
         compare.wire(cp, shell, ex["image"], pages["compare"], (ex["labels"], ex["template"])),
     ]
     for one, other in SHARED_CHOICES:
         mirror(ex[one], (st if other.startswith("steps:") else cp)[other.split(":")[1]])  # one choice per visitor
-    for name in ("explore", "model", "train"):
+    pages["explore"].select(**{**explain_event, "fn": explore.open_tab})  # Step by step may have moved the token
+    for name in ("model", "train"):
         pages[name].select(look_at(name), state, state, queue=False, api_visibility="private")
     model_view = model_tab.view_event(mt, shell)
     pages["model"].select(**model_view)  # drawn in the visitor's style of the moment
@@ -226,8 +220,7 @@ def _open(demo: gr.Blocks, shell: Shell, head: dict, ex: dict, model_view: dict,
     ).then(None, head["link_url"], head["link_url"], js=link.COPY_JS, queue=False, api_visibility="private")
 
 
-SHARED_CHOICES = (  # Explore's control, and the same choice on another tab
-    ("patch", "steps:token"),
+SHARED_CHOICES = (  # Explore's control, and the same choice on another tab (the token has one control, Explore's)
     ("layer", "steps:which_block"),
     ("target", "compare:target"),
     ("method", "compare:method"),

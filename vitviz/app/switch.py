@@ -12,22 +12,19 @@ The shell wires the menu's change through `model_changed`; the Explore tab shows
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the shell imports the tabs
-    from vitviz.app.shell import Shell
 
 import gradio as gr
 
-from vitviz.app import menu as models
+from vitviz.app import menu
 from vitviz.app.handlers import Outputs
-from vitviz.app.inputs import PREDICTED, token_index, token_numbers
+from vitviz.app.inputs import PREDICTED, selected_token
 from vitviz.app.menu import resolve_model
-from vitviz.app.visitor import DEFAULT_EXAMPLE, Crossing, Visitor, visitor
+from vitviz.app.page import Shell
+from vitviz.app.state import DEFAULT_EXAMPLE, Crossing, Visitor, visitor
 from vitviz.data import gallery
 from vitviz.models.card import DATASET_NAMES
-from vitviz.models.loaded import LoadedViT, TokenLayout
-from vitviz.pictures import explanation as views
+from vitviz.models.loaded import LoadedViT, Token, TokenLayout
+from vitviz.pictures import explanation
 
 GALLERY_LABELS = {"cifar10": "Examples: CIFAR-10 test images", "mnist": "Examples: MNIST test digits"}
 KINDS = {"cifar10": "colour photos", "mnist": "grey handwritten digits"}  # what each gallery's models read
@@ -51,14 +48,15 @@ CHANGED = Outputs(
 )
 
 
-def token_controls(layout: TokenLayout, token: int = -1) -> tuple:
-    """The selected-token number (`token`) with its label, and the token menu (shown where there is more than
-    CLS) naming it."""
-    K = layout.num_prefix
+def token_controls(layout: TokenLayout, token: Token) -> tuple:
+    """The selected token's number with its label, and the token menu (shown where there is more than CLS)
+    naming it."""
     return (
-        gr.update(value=token, label=f"Selected token ({token_numbers(layout)})"),
+        gr.update(value=token.number, label=f"Selected token ({layout.numbering()})"),
         gr.update(
-            choices=list(layout.prefix), value=layout.prefix[-1 - token] if token < 0 and K else None, visible=K > 1
+            choices=list(layout.prefix),
+            value=token.name if token.patch is None and layout.prefix else None,
+            visible=layout.num_prefix > 1,
         ),
     )
 
@@ -83,11 +81,11 @@ def controls_for(
     first load of a downloaded model shows its progress (the download's tqdm bar, tracked); it holds up no one
     else (a lock per model)."""
     v = visitor(state)
-    note = models.first_load(model_key, progress)
+    note = menu.first_load(model_key, progress)
     try:
         model = resolve_model(model_key, v)
     except gr.Error as e:  # its sentence says why (and, only where internet is needed, where weights are kept)
-        note = f"⚠️ {e.message} Showing the {models.SHARED['cifar10']} instead."
+        note = f"⚠️ {e.message} Showing the {menu.SHARED['cifar10']} instead."
         v.crossing.menu_note = note  # said again when the menu's own change back to the CIFAR-10 model arrives
         model_key = "cifar10"
         model = resolve_model(model_key, v)
@@ -103,7 +101,7 @@ def controls_for(
     last = layer is None or (before is not None and layer >= before)  # the last layer stays the last
     layer = cfg.depth if last else max(1, min(int(layer), cfg.depth))
     head = max(1, min(int(head or 1), cfg.num_heads))
-    number, menu = token_controls(model.layout, token)
+    number, token_menu = token_controls(model.layout, token)
     has_classes = bool(card.classes)  # a model without a classifier has no class to explain
     items = gallery.items(card.gallery)
     return CHANGED.reply(
@@ -120,11 +118,11 @@ def controls_for(
             value=items, label=GALLERY_LABELS.get(card.gallery, "Examples"), selected_index=v.crossing.selected()
         ),
         patch=number,
-        prefix_token=menu,
+        prefix_token=token_menu,
         image=image,
         state=v,
         note=" ".join(n for n in (note, image_note, words_note, target_note) if n),
-        top5=gr.update(label=views.what_it_knows(model), num_top_classes=views.shown_classes(model)),
+        top5=gr.update(label=explanation.what_it_knows(model), num_top_classes=explanation.shown_classes(model)),
         method=gr.update(interactive=has_classes),
         labels=gr.update(visible=model.zero_shot),
         template=gr.update(visible=model.zero_shot),
@@ -136,22 +134,22 @@ def _worded(model: LoadedViT, labels: str | None, template: str | None) -> tuple
     """A model with a text tower with the visitor's words (their defaults, and a sentence, where they cannot be
     used); any other model as it is."""
     try:
-        return models.in_words(model, labels, template), ""
+        return menu.in_words(model, labels, template), ""
     except gr.Error as e:
-        return models.in_words(model, None, None), f"⚠️ {e.message} The default labels are used."
+        return menu.in_words(model, None, None), f"⚠️ {e.message} The default labels are used."
 
 
 def words_changed(model_key: str, labels: str, template: str, target: str | None, state: Visitor | None) -> tuple:
     """New labels or a new prompt: the class menu lists the labels (the chosen one kept if it is still there),
     the prediction box says what it scores; a bad list or prompt is said beside the menu, which stays."""
     try:
-        model = models.in_words(resolve_model(model_key, state), labels, template)
+        model = menu.in_words(resolve_model(model_key, state), labels, template)
     except gr.Error as e:
         return gr.skip(), gr.skip(), f"⚠️ {e.message}"
     target, target_note = kept_class(model, target)
     return (
         gr.update(choices=[PREDICTED] + list(model.card.classes), value=target),
-        gr.update(label=views.what_it_knows(model), num_top_classes=views.shown_classes(model)),
+        gr.update(label=explanation.what_it_knows(model), num_top_classes=explanation.shown_classes(model)),
         target_note,
     )
 
@@ -195,13 +193,12 @@ def kept_class(model: LoadedViT, target: str | None) -> tuple[str, str]:
     return PREDICTED, f"The {model.card.title} has no class '{target}': it explains its predicted class."
 
 
-def kept_token(layout: TokenLayout, patch: float | None) -> int:
-    """The selected token where this model has it (its patches and the tokens before them), else CLS (-1)."""
+def kept_token(layout: TokenLayout, patch: object) -> Token:
+    """The selected token where this model has it (its patches and the tokens before them), else CLS."""
     try:
-        p, k = token_index(-1 if patch is None else patch, layout)
+        return selected_token(patch, layout)
     except gr.Error:
-        return -1
-    return -1 - k if p is None else p
+        return layout.token(-1)
 
 
 def gallery_mark(state: Visitor | None) -> dict:

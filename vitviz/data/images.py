@@ -20,7 +20,7 @@ import torch
 from PIL import Image, ImageOps
 
 from vitviz.data.datasets import MAX_PIXELS, normalize
-from vitviz.models.loaded import loaded
+from vitviz.models.hub import loaded
 
 
 def open_image(path_or_bytes: str | Path | bytes) -> Image.Image:

@@ -14,7 +14,7 @@ import math
 import torch
 
 from vitviz.explain.layout import num_prefix
-from vitviz.models.loaded import loaded
+from vitviz.models.hub import loaded
 
 
 def grid_side(num_patches: int) -> int:

@@ -32,7 +32,8 @@ from vitviz.explain.geometry import (  # noqa: F401  the Model tab's measures, h
     pos_embed_similarity,
 )
 from vitviz.explain.layout import needs_classes, num_prefix, read_row  # noqa: F401
-from vitviz.models.loaded import eval_mode, loaded
+from vitviz.models.hub import loaded
+from vitviz.models.loaded import eval_mode
 from vitviz.models.vit import ViT, attend
 from vitviz.runtime import speed
 from vitviz.runtime.device import Precision

@@ -10,7 +10,8 @@ if TYPE_CHECKING:
 
 import torch
 
-from vitviz.models.loaded import TokenLayout, loaded
+from vitviz.models.hub import loaded
+from vitviz.models.loaded import TokenLayout
 
 
 def num_prefix(model: LoadedViT | TokenLayout | int) -> int:

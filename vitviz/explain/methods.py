@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from vitviz.explain import interpret as I
-from vitviz.models.loaded import eval_mode, loaded
+from vitviz.explain import interpret
+from vitviz.models.hub import loaded
+from vitviz.models.loaded import eval_mode
 
 
 @dataclass(frozen=True)
@@ -87,22 +88,22 @@ def relevance(model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tens
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
     if METHODS[method].class_specific:
-        I.needs_classes(model)
+        interpret.needs_classes(model)
     if method == "gradient rollout":
-        return I.gradient_rollout(model, x, target)
+        return interpret.gradient_rollout(model, x, target)
     if method == "LeGrad":
-        return I.legrad(model, x, target)
+        return interpret.legrad(model, x, target)
     if method == "occlusion":
-        return I.occlusion(model, x, target)
+        return interpret.occlusion(model, x, target)
     with torch.no_grad():
-        out = I.intermediates(model, x)
+        out = interpret.intermediates(model, x)
     attn, pool = torch.stack(out["attn"], 1).float(), out.get("pool")
     pool = None if pool is None else pool.float().mean(1)  # SigLIP: its pooling query's attention, heads averaged
     layout = loaded(model).layout
     if method == "attention rollout":
-        return I.read_row(layout, I.attention_rollout(attn), pool)
+        return interpret.read_row(layout, interpret.attention_rollout(attn), pool)
     eye = torch.eye(attn.shape[-1], device=attn.device).expand_as(attn[:, -1, 0])
-    return I.read_row(layout, eye if pool is not None else attn[:, -1].mean(1), pool)  # last-layer attention
+    return interpret.read_row(layout, eye if pool is not None else attn[:, -1].mean(1), pool)  # last-layer attention
 
 
 def forward_gflop(cfg: ViTConfig) -> float:
@@ -128,7 +129,7 @@ def ranks(relevance: torch.Tensor) -> torch.Tensor:
 def hide(model: LoadedViT, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     """`x` with the patches where `hidden` (B, P) is true set to the mean colour (interpret.hide_patches, at
     the model's patch size)."""
-    return I.hide_patches(x, hidden, loaded(model).card.config.patch_size)
+    return interpret.hide_patches(x, hidden, loaded(model).card.config.patch_size)
 
 
 @torch.no_grad()

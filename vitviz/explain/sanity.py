@@ -25,7 +25,8 @@ import copy
 import torch
 
 from vitviz.models.card import describe
-from vitviz.models.loaded import eval_mode, loaded
+from vitviz.models.hub import loaded
+from vitviz.models.loaded import eval_mode
 
 KINDS = {"head": "head randomised", "all": "every weight randomised"}  # the app's randomised models
 

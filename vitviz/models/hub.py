@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from vitviz.models import bound, checkpoint
-from vitviz.models.loaded import LoadedViT, loaded
+from vitviz.models.card import card_of
+from vitviz.models.hf_towers import HFAdapter
+from vitviz.models.hf_vit import is_hf
+from vitviz.models.loaded import LoadedViT, TokenLayout
+from vitviz.models.timm_vit import TimmAdapter, is_timm_vit
+from vitviz.models.tv_vit import TorchvisionAdapter, is_torchvision_vit
+from vitviz.models.words import with_labels
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent.parent / "checkpoints"
 SHIPPED = {"cifar10": CHECKPOINTS / "cifar10" / "model", "mnist": CHECKPOINTS / "mnist" / "model"}
@@ -74,3 +82,37 @@ def import_families() -> None:
     from vitviz.models import hf_towers, hf_vit, timm_vit, tv_vit, words  # noqa: F401
 
     hf_towers.register_attention()
+
+
+def loaded(model: torch.nn.Module | LoadedViT) -> LoadedViT:
+    """The record of `model` (a module of a supported family, or a record, handed back)."""
+    if isinstance(model, LoadedViT):
+        return model
+    if is_hf(model):
+        return _hf_record(model)
+    card = card_of(model)
+    if is_torchvision_vit(model):
+        adapter = TorchvisionAdapter(model)
+    elif is_timm_vit(model):
+        adapter = TimmAdapter(model)
+    else:
+        adapter = model  # our ViT has the names itself
+    cfg = card.config
+    layout = TokenLayout(
+        tuple(adapter.prefix_names()), (cfg.grid_size, cfg.grid_size), cfg.patch_size, getattr(adapter, "reader", "CLS")
+    )
+    return LoadedViT(model, card, adapter, layout)
+
+
+def _hf_record(model: torch.nn.Module) -> LoadedViT:
+    """The record of a `transformers` model vitviz loaded (vitviz.models.hf_vit), with the default labels when it
+    reads words."""
+    card = model.__dict__.get("card")
+    if card is None:
+        raise ValueError("this transformers model was not loaded by vitviz: use vitviz.load_model('hf:...')")
+    adapter = HFAdapter(model)
+    adapter.text = card.text
+    cfg = card.config
+    layout = TokenLayout(tuple(adapter.prefix_names()), (cfg.grid_size, cfg.grid_size), cfg.patch_size, adapter.reader)
+    record = LoadedViT(model, card, adapter, layout)
+    return with_labels(record) if adapter.text is not None else record

@@ -18,7 +18,33 @@ from dataclasses import dataclass
 
 import torch
 
-from vitviz.models.card import ModelCard, card_of
+from vitviz.models.card import ModelCard
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token a visitor selects, in the three ways it is written, converted in one place (`TokenLayout.token`):
+    `number`, the page's and the API's (0 to P-1 a patch, -1 the first token before the patches, -2 to -K the
+    others); `row`, its row in the sequence and in attention (the tokens before the patches first; None for
+    SigLIP's pooling query, which is in no block); `name` ("patch 17", "CLS", "register 2", "the pooling query")."""
+
+    number: int
+    row: int | None
+    name: str
+
+    @property
+    def patch(self) -> int | None:
+        """The patch it is (0-based), or None for a token before the patches."""
+        return self.number if self.number >= 0 else None
+
+    @property
+    def prefix(self) -> int:
+        """Which token before the patches it is (0 CLS, then a distillation token or registers); 0 for a patch."""
+        return -1 - self.number if self.number < 0 else 0
+
+
+class TokenError(ValueError):
+    """A token number this model does not have; its message says the model's numbering."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +80,51 @@ class TokenLayout:
         with none (SigLIP), "the pooling query"."""
         return self.prefix[0] if self.prefix else f"the {self.reader}"
 
-    def name(self, token: int) -> str:
-        """What token `token` (0-based, prefix first) is: "CLS", "register 2", "patch 17"."""
-        return self.prefix[token] if token < self.num_prefix else f"patch {token - self.num_prefix}"
+    @property
+    def lowest(self) -> int:
+        """The lowest token number: -K, the last token before the patches (-1 for a model with none: its pooling
+        query)."""
+        return -max(1, self.num_prefix)
+
+    def token(self, number: int) -> Token:
+        """Token `number` in the page's numbering; TokenError, with this model's numbering, for one it lacks."""
+        if isinstance(number, bool) or int(number) != number or not self.lowest <= number < self.num_patches:
+            raise TokenError(
+                f"this model's tokens are numbered {self.lowest} to {self.num_patches - 1} ({self.numbering()})"
+            )
+        number = int(number)
+        if number >= 0:
+            return Token(number, self.num_prefix + number, f"patch {number}")
+        k = -1 - number
+        return Token(number, k, self.prefix[k]) if self.prefix else Token(number, None, self.first())
+
+    def at_row(self, row: int) -> Token:
+        """The token in row `row` of the sequence (the tokens before the patches first)."""
+        if not 0 <= row < self.num_tokens:
+            raise TokenError(f"this model's sequence has rows 0 to {self.num_tokens - 1}, not {row}")
+        return self.token(row - self.num_prefix if row >= self.num_prefix else -1 - row)
+
+    def kept(self, number: int | None) -> Token:
+        """Token `number` where this model has it, else its first (CLS): what a new model keeps of a selection."""
+        try:
+            return self.token(-1 if number is None else number)
+        except (TokenError, TypeError, ValueError, OverflowError):
+            return self.token(-1)
+
+    def numbering(self) -> str:
+        """How this model's tokens are numbered, in words: "patches 0 to 63, -1 CLS, -2 to -5 registers 1 to 4"."""
+        K, P = self.num_prefix, self.num_patches
+        words = [f"patches 0 to {P - 1}", f"-1 {self.first()}"]
+        if K == 2:
+            words.append(f"-2 {self.prefix[1]}")
+        elif K > 2:
+            registers = all(n.startswith("register") for n in self.prefix[1:])
+            words.append(
+                f"-2 to {-K} registers 1 to {K - 1}"
+                if registers
+                else ", ".join(f"{-1 - k} {n}" for k, n in enumerate(self.prefix) if k)
+            )
+        return ", ".join(words)
 
 
 class eval_mode:
@@ -152,44 +220,3 @@ class LoadedViT:
 def module_of(model: torch.nn.Module | LoadedViT) -> torch.nn.Module:
     """The network of a record, or the module itself: for what works on weights (saving, copying, training)."""
     return model.module if isinstance(model, LoadedViT) else model
-
-
-def loaded(model: torch.nn.Module | LoadedViT) -> LoadedViT:
-    """The record of `model` (a module of a supported family, or a record, handed back)."""
-    if isinstance(model, LoadedViT):
-        return model
-    from vitviz.models.hf_vit import is_hf
-    from vitviz.models.timm_vit import TimmAdapter, is_timm_vit
-    from vitviz.models.tv_vit import TorchvisionAdapter, is_torchvision_vit
-
-    if is_hf(model):
-        return _hf_record(model)
-    card = card_of(model)
-    if is_torchvision_vit(model):
-        adapter = TorchvisionAdapter(model)
-    elif is_timm_vit(model):
-        adapter = TimmAdapter(model)
-    else:
-        adapter = model  # our ViT has the names itself
-    cfg = card.config
-    layout = TokenLayout(
-        tuple(adapter.prefix_names()), (cfg.grid_size, cfg.grid_size), cfg.patch_size, getattr(adapter, "reader", "CLS")
-    )
-    return LoadedViT(model, card, adapter, layout)
-
-
-def _hf_record(model: torch.nn.Module) -> LoadedViT:
-    """The record of a `transformers` model vitviz loaded (vitviz.models.hf_vit), with the default labels when it
-    reads words."""
-    from vitviz.models.hf_towers import HFAdapter
-    from vitviz.models.words import with_labels
-
-    card = model.__dict__.get("card")
-    if card is None:
-        raise ValueError("this transformers model was not loaded by vitviz: use vitviz.load_model('hf:...')")
-    adapter = HFAdapter(model)
-    adapter.text = card.text
-    cfg = card.config
-    layout = TokenLayout(tuple(adapter.prefix_names()), (cfg.grid_size, cfg.grid_size), cfg.patch_size, adapter.reader)
-    record = LoadedViT(model, card, adapter, layout)
-    return with_labels(record) if adapter.text is not None else record

@@ -249,7 +249,8 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(cfg.embed_dim)
         self.mlp = Mlp(cfg.embed_dim, int(cfg.embed_dim * cfg.mlp_ratio), cfg.dropout)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, return_attention: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the block's output tokens, its per-head attention when asked, else None)."""
         x, attn = self.attn(self.norm1(x), return_attention, residual=x)
         x = self.mlp(self.norm2(x), residual=x)
         return x, attn

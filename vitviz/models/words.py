@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import torch
 
-from vitviz.models.loaded import LoadedViT, loaded
+from vitviz.models.loaded import LoadedViT
 
 DEFAULT_LABELS = ("cat", "dog", "bird", "car", "airplane", "ship", "horse", "truck", "frog", "deer")
 DEFAULT_TEMPLATE = "a photo of a {}."
@@ -131,7 +131,11 @@ def with_labels(
     """The record of `model` whose classes are `labels` (comma-separated text or a list; None: the default list)
     scored with `template` ("a photo of a {}."). A model without a text tower is handed back only when no labels
     are asked for; else ValueError with a sentence."""
-    v = loaded(model)
+    if not isinstance(model, LoadedViT):
+        raise TypeError(
+            "with_labels takes a model's record: vitviz.load_model(...) or vitviz.models.hub.loaded(module)"
+        )
+    v = model
     if getattr(v.adapter, "text", None) is None:
         if labels is None and template is None:
             return v

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 import numpy as np
 from PIL import Image
 
-from vitviz.explain import features as F
-from vitviz.pictures import draw as R
+from vitviz.explain import features
+from vitviz.pictures import draw
 from vitviz.pictures.panels import Scale, panel
 
 KEEP = 0.6  # DINO's share of a head's attention mass
@@ -27,9 +27,9 @@ KEEP = 0.6  # DINO's share of a head's attention mass
 def similarity_panel(ex: Explanation, patch: int | None, size: int, alpha: float) -> np.ndarray:
     g = int(round(ex.features.shape[0] ** 0.5))
     at = patch if patch is not None else (g * g) // 2 + g // 2
-    sim = F.similarity_to(ex.features, at).view(g, g)
-    pic = R.overlay(ex.pixels, sim, size, cmap="RdBu_r", alpha=max(alpha, 0.6), mode="nearest", vmin=-1.0, vmax=1.0)
-    pic = np.asarray(R.draw_grid(pic, g, numbers=False, highlight=at, color=(90, 90, 90)))
+    sim = features.similarity_to(ex.features, at).view(g, g)
+    pic = draw.overlay(ex.pixels, sim, size, cmap="RdBu_r", alpha=max(alpha, 0.6), mode="nearest", vmin=-1.0, vmax=1.0)
+    pic = np.asarray(draw.draw_grid(pic, g, numbers=False, highlight=at, color=(90, 90, 90)))
     which = f"patch {at}" if patch is not None else f"patch {at} (the centre one while CLS is selected)"
     return panel(
         pic,
@@ -46,15 +46,15 @@ def similarity_panel(ex: Explanation, patch: int | None, size: int, alpha: float
 
 def backbone_panel(ex: Explanation, alpha: float) -> np.ndarray:
     g = int(round(ex.features.shape[0] ** 0.5))
-    colours, var = F.principal_colours(ex.features)
-    masks = F.head_masks(ex.attn[-1], ex.prefix, KEEP)  # (H, P)
+    colours, var = features.principal_colours(ex.features)
+    masks = features.head_masks(ex.attn[-1], ex.prefix, KEEP)  # (H, P)
     H = masks.shape[0]
     size = max(64, min(112, 720 // (H + 1)))
     pca = np.asarray(
         Image.fromarray((colours.view(g, g, 3).numpy() * 255).astype(np.uint8)).resize((size, size), Image.NEAREST)
     )
-    heads = R.overlays(ex.pixels, masks.float().view(H, g, g).numpy(), size, "inferno", max(alpha, 0.6), "nearest")
-    strip = R.tile([[pca] + list(heads)], col_labels=["features"] + [f"head {h + 1}" for h in range(H)])
+    heads = draw.overlays(ex.pixels, masks.float().view(H, g, g).numpy(), size, "inferno", max(alpha, 0.6), "nearest")
+    strip = draw.tile([[pca] + list(heads)], col_labels=["features"] + [f"head {h + 1}" for h in range(H)])
     share = ", ".join(f"{100 * float(v):.0f}%" for v in var)
     return panel(
         strip,

@@ -20,10 +20,9 @@ import numpy as np
 import torch
 
 from vitviz.data.images import pixels_to_tensor, to_pixels
-from vitviz.explain import interpret as I
-from vitviz.models.loaded import loaded
-from vitviz.pictures import draw as R
-from vitviz.pictures import figures as FG
+from vitviz.explain import interpret
+from vitviz.models.hub import loaded
+from vitviz.pictures import draw, figures
 from vitviz.pictures.panels import Scale, message_panel, panel
 
 
@@ -115,7 +114,7 @@ def analyse(model: LoadedViT, pixels: np.ndarray, target: int | None = None) -> 
             prefix=K,
             features=features,
         )
-    ex = I.attention_and_relevance(model, x, target=parse_target(model, target))
+    ex = interpret.attention_and_relevance(model, x, target=parse_target(model, target))
     return Explanation(
         pixels,
         v.probabilities(ex["logits"][0]).cpu(),
@@ -205,7 +204,9 @@ def distance_over_batch(model: LoadedViT, images: list[np.ndarray], batch_size: 
     total, n = None, 0
     for i in range(0, len(images), batch_size):
         x = torch.cat([pixels_to_tensor(p, card.mean, card.std) for p in images[i : i + batch_size]]).to(device)
-        d = I.mean_attention_distance(I.attention_maps(model, x), card.config.patch_size, prefix=model) * len(x)
+        d = interpret.mean_attention_distance(
+            interpret.attention_maps(model, x), card.config.patch_size, prefix=model
+        ) * len(x)
         total = d if total is None else total + d
         n += len(x)
     return total / max(1, n)
@@ -215,12 +216,14 @@ def summarise_model(model: LoadedViT, images: list[np.ndarray]) -> ModelSummary:
     """The expensive part of the Model tab: attention distances over `images`, the SVD (no pictures: they are
     drawn for each visitor, in their style)."""
     cfg = loaded(model).card.config
-    comps, var = I.patch_embed_components(model, 16)
+    comps, var = interpret.patch_embed_components(model, 16)
     N = cfg.num_patches  # uniform attention over the patches alone: the same whatever comes before them
     return ModelSummary(
-        similarity=I.pos_embed_similarity(model),
+        similarity=interpret.pos_embed_similarity(model),
         distances=distance_over_batch(model, images),
-        uniform=float(I.mean_attention_distance(torch.full((1, 1, 1, N, N), 1.0 / N), cfg.patch_size, prefix=0)),
+        uniform=float(
+            interpret.mean_attention_distance(torch.full((1, 1, 1, N, N), 1.0 / N), cfg.patch_size, prefix=0)
+        ),
         components=comps,
         variance=var,
         card=model_card(model),
@@ -229,18 +232,18 @@ def summarise_model(model: LoadedViT, images: list[np.ndarray]) -> ModelSummary:
 
 
 def distance_picture(s: ModelSummary) -> np.ndarray:
-    fig = FG.distance_figure(s.distances, f"Mean attention distance over {s.images} images", s.uniform)
-    return FG.figure_to_array(fig)
+    fig = figures.distance_figure(s.distances, f"Mean attention distance over {s.images} images", s.uniform)
+    return figures.figure_to_array(fig)
 
 
 def components_picture(s: ModelSummary, cols: int = 8) -> np.ndarray:
     """The principal components, each labelled with its number and its share of the filters' variance."""
-    one = R.component_tiles(s.components, tile_size=64)
+    one = draw.component_tiles(s.components, tile_size=64)
     rows = []
     for start in range(0, len(one), cols):
         part = one[start : start + cols]
         labels = [f"{start + i + 1}: {100 * float(s.variance[start + i]):.0f}%" for i in range(len(part))]
-        rows.append(R.tile([part], col_labels=labels))
+        rows.append(draw.tile([part], col_labels=labels))
     width = max(r.shape[1] for r in rows)
     grid = np.concatenate([np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0)), constant_values=255) for r in rows])
     return panel(
@@ -275,8 +278,8 @@ def position_pictures(summary: ModelSummary, cfg: ViTConfig, position: int) -> t
             display_size(cfg), f"Position {position}", why
         )
     scale = Scale("cosine similarity of positional embeddings", -1.0, 1.0, "one scale for all tiles", cmap="viridis")
-    tiles = R.pos_similarity_tiles(summary.similarity, tile_size=pos_tile_size(g), highlight=position)
-    large = R.similarity_map(summary.similarity, position, display_size(cfg))
+    tiles = draw.pos_similarity_tiles(summary.similarity, tile_size=pos_tile_size(g), highlight=position)
+    large = draw.similarity_map(summary.similarity, position, display_size(cfg))
     return (
         panel(tiles, "", scale),
         panel(
@@ -288,7 +291,7 @@ def position_pictures(summary: ModelSummary, cfg: ViTConfig, position: int) -> t
 
 
 def pos_click_to_position(x: float, y: float, cfg: ViTConfig) -> int:
-    return R.pos_tile_at(x, y, cfg.grid_size, pos_tile_size(cfg.grid_size))
+    return draw.pos_tile_at(x, y, cfg.grid_size, pos_tile_size(cfg.grid_size))
 
 
 def model_card(model: LoadedViT) -> str:

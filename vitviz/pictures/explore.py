@@ -10,22 +10,17 @@ explains a class. Every map is a `panels.panel`: titled, with its colour bar.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from vitviz.models.loaded import LoadedViT
-
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
 
-from vitviz.explain import interpret as I
+from vitviz.explain import interpret
 from vitviz.explain.methods import DEFAULT_CLASS_MAP, METHODS
-from vitviz.models.loaded import TokenLayout, loaded
-from vitviz.pictures import draw as R
+from vitviz.models.hub import loaded
+from vitviz.models.loaded import LoadedViT, Token
+from vitviz.pictures import draw
 from vitviz.pictures.backbone import backbone_panel, similarity_panel
 from vitviz.pictures.explanation import Explanation, class_map, nearest_one_based, top_k
 from vitviz.pictures.input_view import first_tile, main_size, original_picture, sees_picture
@@ -36,16 +31,14 @@ from vitviz.pictures.panels import Scale, is_flat, message_panel, panel
 @dataclass(frozen=True)
 class Options:
     """What the visitor chose: rollout's head fusion and discard ratio, the large view's layer and head
-    (1-based), the selected patch (0-based; None: a token before the patches, `prefix`: 0 CLS, then any
-    distillation or register tokens), the maps' opacity and smoothing, and whether the many-panel pictures
-    share one colour scale."""
+    (1-based), the selected token (vitviz.models.loaded.Token; None: the first, CLS), the maps' opacity and
+    smoothing, and whether the many-panel pictures share one colour scale."""
 
     fusion: str = "mean"
     discard: float = 0.0
     layer: int | None = None
     head: int | None = None
-    patch: int | None = None
-    prefix: int = 0
+    token: Token | None = None
     alpha: float = 0.6
     smooth: bool = True
     shared: bool = False
@@ -80,18 +73,18 @@ class ExploreView:
 OUTPUT_NAMES = tuple(f.name for f in fields(ExploreView))
 PICTURE_NAMES = tuple(n for n in OUTPUT_NAMES if n not in ("top5", "summary"))
 DEPENDS = {  # the options each picture is drawn from, past the image and the model
-    "sees": ("patch",),
-    "rollout": ("patch", "prefix", "fusion", "discard", "alpha", "smooth"),
+    "sees": ("token",),
+    "rollout": ("token", "fusion", "discard", "alpha", "smooth"),
     "class_map": ("method", "alpha", "smooth"),
-    "head_large": ("patch", "prefix", "layer", "head", "alpha"),
-    "rollout_strip": ("patch", "prefix", "fusion", "discard", "alpha", "smooth", "shared"),
-    "heads": ("patch", "prefix", "alpha", "shared"),
+    "head_large": ("token", "layer", "head", "alpha"),
+    "rollout_strip": ("token", "fusion", "discard", "alpha", "smooth", "shared"),
+    "heads": ("token", "alpha", "shared"),
     "lens": (),
     "norms": ("alpha",),
     "original": (),
 }
 # a model without a classifier draws its features' similarity to the selected patch, and its heads' masks
-WITHOUT_CLASSES = {**DEPENDS, "class_map": ("alpha", "patch"), "lens": ("alpha",)}
+WITHOUT_CLASSES = {**DEPENDS, "class_map": ("alpha", "token"), "lens": ("alpha",)}
 
 
 class PictureCache:
@@ -111,25 +104,6 @@ class PictureCache:
 
     def clear(self) -> None:
         self._made.clear()
-
-
-def token_name(patch: int | None) -> str:
-    return "CLS" if patch is None else f"patch {patch}"
-
-
-def selected_row(layout: TokenLayout, o: Options) -> int | None:
-    """The selected token's place in the sequence (its row of attention): a prefix token, or K + the patch; None
-    for SigLIP's pooling query (it is in no block: its attention is its pooling head's)."""
-    if o.patch is None and layout.num_prefix == 0:
-        return None
-    return o.prefix if o.patch is None else layout.num_prefix + o.patch
-
-
-def selected_name(model: LoadedViT, o: Options) -> str:
-    """The selected token's name in this model: "patch 17", "CLS", "register 2", "pooling query"."""
-    layout = loaded(model).layout
-    row = selected_row(layout, o)
-    return layout.reader if row is None else layout.name(row)
 
 
 def signed_scale(m: torch.Tensor, what: str, sides: str) -> Scale:
@@ -160,19 +134,21 @@ class _Drawer:
         self.L, self.H = ex.attn.shape[:2]
         self.mode = "bilinear" if o.smooth else "nearest"
         self.K = ex.prefix  # CLS, then distillation or register tokens
-        layout = loaded(model).layout
-        self.row = selected_row(layout, o)  # the selected token's row of attention; None: SigLIP's pooling query
-        self.who = selected_name(model, o)
+        self.token = o.token or loaded(model).layout.token(-1)
+        self.row = self.token.row  # the selected token's row of attention; None: SigLIP's pooling query
+        self.who = self.token.name
         # SigLIP's pooling query: its attention is its pooling head's (H, N), after the last block
         self.pool = ex.pool if self.row is None else None
         self._roll = None
         self.model = model
         # what _token_row does to a selected patch's own weight, said on every picture drawn from it
-        self.own = "" if o.patch is None else "; the patch itself at the others' maximum"
+        self.own = "" if self.token.patch is None else "; the patch itself at the others' maximum"
 
     def rolled(self) -> torch.Tensor:
         if self._roll is None:
-            self._roll = I.attention_rollout(self.ex.attn[None], self.o.fusion, self.o.discard, all_layers=True)[0]
+            self._roll = interpret.attention_rollout(
+                self.ex.attn[None], self.o.fusion, self.o.discard, all_layers=True
+            )[0]
         return self._roll
 
     def _token_row(self, m: torch.Tensor) -> torch.Tensor:
@@ -182,9 +158,10 @@ class _Drawer:
         if self.row is None:
             return self.pool.mean(0) @ m[..., :, self.K :]
         r = m[..., self.row, self.K :].clone()
-        if self.o.patch is not None and r.shape[-1] > 1:
-            others = torch.cat([r[..., : self.o.patch], r[..., self.o.patch + 1 :]], -1)
-            r[..., self.o.patch] = others.amax(-1)
+        patch = self.token.patch
+        if patch is not None and r.shape[-1] > 1:
+            others = torch.cat([r[..., :patch], r[..., patch + 1 :]], -1)
+            r[..., patch] = others.amax(-1)
         return r
 
     def _own(self, m: torch.Tensor, what: str, title: str, outline: bool = True, sides: str = "") -> np.ndarray:
@@ -192,16 +169,16 @@ class _Drawer:
         diverging scale centred on 0, so that 0 is white whatever the range."""
         m = m.float().view(self.g, self.g)
         scale = signed_scale(m, what, sides) if sides else Scale(what, float(m.min()), float(m.max()))
-        pic = R.overlay(self.ex.pixels, m, self.S, scale.cmap, self.o.alpha, self.mode, scale.lo, scale.hi)
+        pic = draw.overlay(self.ex.pixels, m, self.S, scale.cmap, self.o.alpha, self.mode, scale.lo, scale.hi)
         return panel(self._outline(pic) if outline else pic, title, scale)
 
     def _outline(self, pic: np.ndarray) -> np.ndarray:
-        if self.o.patch is None:
+        if self.token.patch is None:
             return pic
-        return np.asarray(R.draw_grid(pic, self.g, numbers=False, highlight=self.o.patch, color=(90, 90, 90)))
+        return np.asarray(draw.draw_grid(pic, self.g, numbers=False, highlight=self.token.patch, color=(90, 90, 90)))
 
     def sees(self) -> np.ndarray:
-        return sees_picture(self.ex.pixels, self.g, self.S, self.o.patch, first_tile(loaded(self.model).layout))
+        return sees_picture(self.ex.pixels, self.g, self.S, self.token.patch, first_tile(loaded(self.model).layout))
 
     def rollout(self) -> np.ndarray:
         return self._own(
@@ -210,7 +187,7 @@ class _Drawer:
 
     def class_map(self) -> np.ndarray:
         if not self.ex.has_head:
-            return similarity_panel(self.ex, self.o.patch, self.S, self.o.alpha)
+            return similarity_panel(self.ex, self.token.patch, self.S, self.o.alpha)
         method = METHODS[self.o.method]
         cls = self.card.classes[self.ex.target]
         noun = "label" if loaded(self.model).zero_shot else "class"
@@ -234,7 +211,7 @@ class _Drawer:
             return self._pool_head(head)
         m = self._token_row(self.ex.attn[layer - 1, head - 1])
         lo, hi = float(m.min()), float(m.max())
-        pic = R.overlay(
+        pic = draw.overlay(
             self.ex.pixels, m.view(self.g, self.g), self.S, alpha=self.o.alpha, mode="nearest", vmin=lo, vmax=hi
         )
         to_prefix = float(self.ex.attn[layer - 1, head - 1, self.row, : self.K].sum())
@@ -249,7 +226,7 @@ class _Drawer:
     def rollout_strip(self) -> np.ndarray:
         maps, scale = scale_tiles(self._token_row(self.rolled()).view(self.L, self.g, self.g), self.o.shared)
         size = max(64, min(112, 720 // self.L))
-        strip = R.layer_strip(self.ex.pixels, maps, tile_size=size, alpha=self.o.alpha, mode=self.mode)
+        strip = draw.layer_strip(self.ex.pixels, maps, tile_size=size, alpha=self.o.alpha, mode=self.mode)
         scale = Scale("rolled-out attention" + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
         return panel(strip, f"Rollout from {self.who}, up to each layer", scale)
 
@@ -269,7 +246,7 @@ class _Drawer:
         """One head of SigLIP's pooling head: the pooling query's attention over the last block's tokens."""
         m = self.pool[head - 1, self.K :]
         lo, hi = float(m.min()), float(m.max())
-        pic = R.overlay(
+        pic = draw.overlay(
             self.ex.pixels, m.view(self.g, self.g), self.S, alpha=self.o.alpha, mode="nearest", vmin=lo, vmax=hi
         )
         return panel(
@@ -283,7 +260,7 @@ class _Drawer:
         if self.row is None:  # the pooling query attends once, in the pooling head: its heads in one row
             maps, scale = scale_tiles(self.pool[:, self.K :].reshape(self.H, self.g, self.g), self.o.shared)
             small = max(48, min(96, 576 // self.H))
-            grid = R.layer_head_grid(
+            grid = draw.layer_head_grid(
                 self.ex.pixels,
                 maps.view(1, self.H, self.g, self.g),
                 tile_size=small,
@@ -295,7 +272,7 @@ class _Drawer:
         maps, scale = scale_tiles(maps, self.o.shared)
         scale = Scale(scale.what + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
         small = max(48, min(96, 576 // max(self.L, self.H)))
-        grid = R.layer_head_grid(
+        grid = draw.layer_head_grid(
             self.ex.pixels, maps.view(self.L, self.H, self.g, self.g), tile_size=small, alpha=max(self.o.alpha, 0.5)
         )
         return panel(grid, f"Attention from {self.who} in every layer and head", scale)
@@ -321,11 +298,10 @@ def render_explore(
 ) -> tuple[ExploreView, set[str]]:
     """The Explore view and the names of the pictures drawn now (the rest came from `cache` unchanged).
     `compact`: the top 5, rollout, gradient rollout and rollout by layer (the Compare view)."""
-    cfg = loaded(model).card.config
+    layout = loaded(model).layout
     o = replace(
         options,
-        patch=options.patch if options.patch is not None and 0 <= options.patch < cfg.num_patches else None,
-        prefix=min(max(0, options.prefix), max(0, ex.prefix - 1)),
+        token=layout.kept(options.token.number if options.token else -1),  # one this model has, else CLS
         method=options.method if options.method in METHODS else DEFAULT_CLASS_MAP,
     )
     cache = cache or PictureCache()
@@ -348,7 +324,7 @@ def explore_summary(model: LoadedViT, ex: Explanation, o: Options) -> str:
     cfg, cls = r.card.config, r.card.classes
     prefix = r.layout.counted()
     sees = (
-        f"selected token: **{selected_name(model, o)}** · the model sees {cfg.image_size}x{cfg.image_size} px in "
+        f"selected token: **{o.token.name}** · the model sees {cfg.image_size}x{cfg.image_size} px in "
         f"{cfg.patch_size}-px patches: a {cfg.grid_size}x{cfg.grid_size} grid, {cfg.num_patches} patch tokens "
         f"+ {prefix}, through {cfg.depth} layers of {cfg.num_heads} heads."
     )

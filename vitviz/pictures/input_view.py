@@ -1,22 +1,14 @@
 """The input as the model sees it: the image enlarged with its numbered patch grid and the CLS tile beside it, a
-click on that picture as a token, and the photo as uploaded with the square the model gets."""
+click on that picture as a token (`sees_spots`), and the photo as uploaded with the square the model gets."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from vitviz.models.loaded import TokenLayout
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from vitviz.models.vit import ViTConfig
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vitviz.pictures import draw as R
+from vitviz.models.loaded import TokenLayout
+from vitviz.models.vit import ViTConfig
+from vitviz.pictures import draw, spots
 from vitviz.pictures.explanation import display_size
 from vitviz.pictures.panels import panel
 from vitviz.pictures.style import px
@@ -42,7 +34,7 @@ def original_picture(photo: np.ndarray, size: int, prepare: tuple = ()) -> np.nd
     box = (0, 0, w, h) if prepare and prepare[0] == "exact" else ((w - side) // 2, (h - side) // 2, side, side)
     x0, y0, bw, bh = box
     im = Image.fromarray(photo)
-    ImageDraw.Draw(im).rectangle([x0, y0, x0 + bw - 1, y0 + bh - 1], outline=R.HIGHLIGHT, width=3)
+    ImageDraw.Draw(im).rectangle([x0, y0, x0 + bw - 1, y0 + bh - 1], outline=draw.HIGHLIGHT, width=3)
     if box[2:] == (w, h):
         what = "all of it" + (", squeezed" if h != w else "")
     else:
@@ -63,30 +55,28 @@ def sees_picture(pixels: np.ndarray, g: int, S: int, patch: int | None, first: s
     """The input enlarged to S with its numbered grid (the selected patch outlined), and the tile of the token
     the prediction reads beside it (`first`: "CLS", or "pool" for SigLIP's pooling query), outlined when that
     token is selected."""
-    grid = R.draw_grid(R.enlarge(pixels, S), g, numbers=S / g >= 24, highlight=patch)
+    grid = draw.draw_grid(draw.enlarge(pixels, S), g, numbers=S / g >= 24, highlight=patch)
     x0, y0, x1, y1 = cls_box(S, g)
-    canvas = Image.new("RGB", (x1 + 4, S), R.BG)
+    canvas = Image.new("RGB", (x1 + 4, S), draw.BG)
     canvas.paste(grid, (0, 0))
     d = ImageDraw.Draw(canvas)
     d.rectangle([x0, y0, x1 - 1, y1 - 1], fill=(60, 60, 70))
     size = px(14)
-    f = R.font(size)
+    f = draw.font(size)
     d.text(
         (x0 + (x1 - x0 - f.getlength(first)) / 2, y0 + (y1 - y0 - size) / 2 - 1), first, fill=(255, 255, 255), font=f
     )
     if patch is None:
-        d.rectangle([x0, y0, x1 - 1, y1 - 1], outline=R.HIGHLIGHT, width=3)
+        d.rectangle([x0, y0, x1 - 1, y1 - 1], outline=draw.HIGHLIGHT, width=3)
     return np.asarray(canvas)
 
 
-def click_to_token(x: float, y: float, cfg: ViTConfig) -> int:
-    """The token a click on `sees_picture` at (x, y) picks: a patch index, or -1 for the CLS tile (anything
-    right of the grid)."""
+def sees_spots(cfg: ViTConfig, layout: TokenLayout) -> list[spots.Spot]:
+    """Where the tokens are in `sees_picture`: its patch grid, and right of it (the whole height, the gap
+    included) the tile of the token the prediction reads."""
     S, g = main_size(cfg), cfg.grid_size
-    if x >= S:
-        return -1
-    step = S / g
-    return min(g - 1, max(0, int(y // step))) * g + min(g - 1, max(0, int(x // step)))
+    x1 = cls_box(S, g)[2] + 4
+    return [spots.grid(0, 0, S, g, layout.num_prefix), spots.tile(S, 0, x1, S, layout)]
 
 
 def first_tile(layout: TokenLayout) -> str:

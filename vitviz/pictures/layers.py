@@ -7,8 +7,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from vitviz.explain import interpret as I
-from vitviz.pictures import draw as R
+from vitviz.explain import interpret
+from vitviz.pictures import draw
 from vitviz.pictures.panels import Scale, panel
 
 
@@ -26,7 +26,7 @@ def lens_panel(classes: tuple[str, ...] | list[str], lens: torch.Tensor) -> np.n
     """The (L, C) logit lens as a picture: the classes that lead after some block, or end in the top 5."""
     L = lens.shape[0]
     keep = list(dict.fromkeys(lens.argmax(-1).tolist() + lens[-1].topk(min(5, len(classes))).indices.tolist()))[:8]
-    grid = R.lens_grid(lens[:, keep], [f"after block {i + 1}" for i in range(L)], [classes[i] for i in keep])
+    grid = draw.lens_grid(lens[:, keep], [f"after block {i + 1}" for i in range(L)], [classes[i] for i in keep])
     return panel(
         grid,
         f"Logit lens: the prediction after each block (final from block {locks_in(lens)} on)",
@@ -37,7 +37,7 @@ def lens_panel(classes: tuple[str, ...] | list[str], lens: torch.Tensor) -> np.n
 def norm_sentence(found: list[tuple[int, int, float]]) -> str:
     """The outlying patch tokens of `interpret.norm_outliers`, in words."""
     if not found:
-        return f"no outliers (none reaches {I.OUTLIER_RATIO:g}x its layer's median)"
+        return f"no outliers (none reaches {interpret.OUTLIER_RATIO:g}x its layer's median)"
     by_patch: dict[int, list] = {}
     for layer, patch, times in found:
         by_patch.setdefault(patch, []).append((layer, times))
@@ -57,8 +57,8 @@ def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: 
     lo, hi = float(patches.min()), float(patches.max())
     scaled = ((patches - lo) / max(hi - lo, 1e-12)).view(L, g, g)
     size = max(64, min(112, 720 // L))
-    tiles = R.overlays(pixels, scaled.numpy(), size, "inferno", max(alpha, 0.7), "nearest")
-    found = I.norm_outliers(norms, prefix=prefix)
+    tiles = draw.overlays(pixels, scaled.numpy(), size, "inferno", max(alpha, 0.7), "nearest")
+    found = interpret.norm_outliers(norms, prefix=prefix)
     for layer, patch, _ in found:
         im = Image.fromarray(tiles[layer])
         r, c = divmod(patch, g)
@@ -67,7 +67,7 @@ def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: 
             [c * step, r * step, (c + 1) * step - 1, (r + 1) * step - 1], outline=(255, 255, 255), width=2
         )
         tiles[layer] = np.asarray(im)
-    strip = R.tile([list(tiles)], col_labels=[f"after block {i + 1}" for i in range(L)])
+    strip = draw.tile([list(tiles)], col_labels=[f"after block {i + 1}" for i in range(L)])
     cls = norms[:, 0] if prefix else None  # SigLIP: no token before the patches
     regs = norms[:, 1:prefix]
     extra = (

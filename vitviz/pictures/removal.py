@@ -25,10 +25,10 @@ from matplotlib.figure import Figure
 from PIL import ImageDraw
 
 from vitviz.data.images import pixels_to_tensor
-from vitviz.explain import methods as M
-from vitviz.models.loaded import eval_mode, loaded
-from vitviz.pictures import draw as R
-from vitviz.pictures import figures as FG
+from vitviz.explain import methods
+from vitviz.models.hub import loaded
+from vitviz.models.loaded import eval_mode
+from vitviz.pictures import draw, figures
 from vitviz.pictures.explanation import top_k
 from vitviz.pictures.explore import scale_tiles
 from vitviz.pictures.input_view import main_size
@@ -40,11 +40,11 @@ STEPS = 16  # points of a deletion curve past the first
 def study_passes(cfg: ViTConfig) -> int:
     """The forward passes `study` runs: occlusion (one a patch, and the whole image) and every curve (STEPS + 1
     each, the random order's too)."""
-    return 1 + cfg.num_patches + (len(M.METHODS) + 1) * (STEPS + 1)
+    return 1 + cfg.num_patches + (len(methods.METHODS) + 1) * (STEPS + 1)
 
 
 def study_gflop(cfg: ViTConfig) -> float:
-    return M.forward_gflop(cfg) * study_passes(cfg)
+    return methods.forward_gflop(cfg) * study_passes(cfg)
 
 
 @dataclass
@@ -62,16 +62,16 @@ class Study:
 
 def study(model: LoadedViT, pixels: np.ndarray, seed: int = 0, costly: bool = True) -> Study:
     """Every map and curve for the predicted class; without `costly`, no occlusion and no curves (a model too
-    large for the machine's budget: vitviz.app.limits)."""
+    large for the machine's budget: vitviz.app.serving.limits)."""
     card = loaded(model).card
     x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
     with eval_mode(model), torch.no_grad():
         probs = loaded(model).probabilities(model(x).float())[0]
     t = int(probs.argmax())
     target = torch.tensor([t], device=x.device)
-    maps = {name: M.relevance(model, x, name, t) for name in M.METHODS if costly or name != "occlusion"}
-    maps[M.RANDOM] = M.random_relevance(1, card.config.num_patches, seed)
-    curves = {name: M.curves(model, x, m, target, STEPS)[0].cpu() for name, m in maps.items()} if costly else {}
+    maps = {name: methods.relevance(model, x, name, t) for name in methods.METHODS if costly or name != "occlusion"}
+    maps[methods.RANDOM] = methods.random_relevance(1, card.config.num_patches, seed)
+    curves = {name: methods.curves(model, x, m, target, STEPS)[0].cpu() for name, m in maps.items()} if costly else {}
     return Study(
         pixels,
         x,
@@ -79,13 +79,13 @@ def study(model: LoadedViT, pixels: np.ndarray, seed: int = 0, costly: bool = Tr
         float(probs[t]),
         {k: v[0].cpu() for k, v in maps.items()},
         curves,
-        {k: float(M.auc(c[None])[0]) for k, c in curves.items()},
+        {k: float(methods.auc(c[None])[0]) for k, c in curves.items()},
     )
 
 
 def top_patches(s: Study, method: str, k: int) -> set[int]:
     """The k patches `method` ranks most relevant."""
-    r = M.ranks(s.maps[method][None])[0]
+    r = methods.ranks(s.maps[method][None])[0]
     return {int(p) for p in torch.nonzero(r < k).flatten()}
 
 
@@ -106,7 +106,7 @@ def render_removal(model: LoadedViT, s: Study, hidden: set[int], why_not: str = 
     mask = torch.zeros(1, cfg.num_patches, dtype=torch.bool)
     mask[0, sorted(hidden)] = True
     with eval_mode(model), torch.no_grad():
-        probs = loaded(model).probabilities(model(M.hide(model, s.x, mask.to(s.x.device))).float())[0].cpu()
+        probs = loaded(model).probabilities(model(methods.hide(model, s.x, mask.to(s.x.device))).float())[0].cpu()
     now = float(probs[s.target])
     cls = card.classes[s.target]
     summary = (
@@ -133,7 +133,7 @@ def hidden_picture(pixels: np.ndarray, card: ModelCard, hidden: set[int]) -> np.
     S, g = main_size(cfg), cfg.grid_size
     mean = [round(255 * m) for m in card.mean]
     fill = tuple(mean * 3 if len(mean) == 1 else mean)
-    im = R.draw_grid(R.enlarge(pixels, S), g, numbers=S / g >= 24).convert("RGB")
+    im = draw.draw_grid(draw.enlarge(pixels, S), g, numbers=S / g >= 24).convert("RGB")
     d = ImageDraw.Draw(im)
     step = S / g
     for p in hidden:
@@ -148,9 +148,9 @@ def curves_picture(s: Study, cls: str, fraction: float, now: float) -> np.ndarra
     fig = Figure(figsize=(5.6, 4.6), dpi=100)
     ax = fig.subplots()
     xs = np.linspace(0, 1, STEPS + 1)
-    colour = {name: f"C{i}" for i, name in enumerate(M.METHODS)}  # a method keeps its colour from image to image
+    colour = {name: f"C{i}" for i, name in enumerate(methods.METHODS)}  # a method keeps its colour from image to image
     for name, c in sorted(s.curves.items(), key=lambda kv: s.auc[kv[0]]):  # the legend from best to worst
-        style = dict(color="#999999", ls="--") if name == M.RANDOM else dict(color=colour[name])
+        style = dict(color="#999999", ls="--") if name == methods.RANDOM else dict(color=colour[name])
         ax.plot(xs, 100 * c.numpy(), lw=1.8, label=f"{name}: AUC {s.auc[name]:.3f}", **style)
     ax.plot([fraction], [100 * now], "o", ms=9, mfc="none", mec="black", mew=2, label="your patches")
     ax.set_xlabel("fraction of patches hidden, most relevant first")
@@ -168,24 +168,24 @@ def curves_picture(s: Study, cls: str, fraction: float, now: float) -> np.ndarra
     )
     ax.set_title(f"Deletion curves for '{cls}' on this image", fontsize=10)
     fig.tight_layout()
-    return FG.figure_to_array(fig)
+    return figures.figure_to_array(fig)
 
 
 def maps_picture(s: Study, cfg: ViTConfig) -> np.ndarray:
     """Every method's map over the image (each its own range), its area under the deletion curve above it."""
     g = cfg.grid_size
-    names = [n for n in M.METHODS if n in s.maps]
+    names = [n for n in methods.METHODS if n in s.maps]
     scaled, _ = scale_tiles(torch.stack([s.maps[n] for n in names]).view(len(names), g, g), shared=False)
-    tiles = R.overlays(s.pixels, scaled.numpy(), 190, "inferno", 0.6, "nearest")
+    tiles = draw.overlays(s.pixels, scaled.numpy(), 190, "inferno", 0.6, "nearest")
     if not s.auc:
         return panel(
-            R.tile([list(tiles)], col_labels=names),
+            draw.tile([list(tiles)], col_labels=names),
             "Every map for this image",
             Scale("each map's own values", 0.0, 1.0, "each tile its own range", relative=True),
         )
-    strip = R.tile([list(tiles)], col_labels=[f"{n}: {s.auc[n]:.3f}" for n in names])
+    strip = draw.tile([list(tiles)], col_labels=[f"{n}: {s.auc[n]:.3f}" for n in names])
     return panel(
         strip,
-        f"Every map for this image; above each, its deletion AUC (random order: {s.auc[M.RANDOM]:.3f})",
+        f"Every map for this image; above each, its deletion AUC (random order: {s.auc[methods.RANDOM]:.3f})",
         Scale("each map's own values", 0.0, 1.0, "each tile its own range", relative=True),
     )

@@ -2,20 +2,24 @@
 
 A `Spot` is a block of equal cells (a patch grid over the image, a column of matrix rows, a row of tiles), each
 cell one token of the sequence (prefix tokens first, then the patches in reading order). A picture keeps its
-spots as it is composed: `under_title` moves them below a panel's title, `beside` right of another picture.
+spots as it is composed: `under_title` moves them below a panel's title, `moved` right of another picture.
+`token_at` is the one way a click on any picture becomes a token (vitviz.models.loaded.Token).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from vitviz.models.loaded import Token, TokenLayout
 from vitviz.pictures.panels import title_block
+
+READER = -1  # the `first` of a tile standing for what the prediction reads: CLS, or SigLIP's pooling query (no row)
 
 
 @dataclass(frozen=True)
 class Spot:
     """`rows` x `cols` cells of `cw` x `ch` pixels from (x, y); cell i is the token in place `first + i` of the
-    sequence, for the first `count` cells."""
+    sequence, for the first `count` cells (`first` READER: the one cell is what the prediction reads)."""
 
     x: float
     y: float
@@ -26,7 +30,7 @@ class Spot:
     first: int
     count: int
 
-    def token_at(self, x: float, y: float) -> int | None:
+    def row_at(self, x: float, y: float) -> int | None:
         c, r = int((x - self.x) // self.cw), int((y - self.y) // self.ch)
         if x < self.x or y < self.y or not (0 <= c < self.cols and 0 <= r < self.rows):
             return None
@@ -50,10 +54,16 @@ def under_title(spots: list[Spot], title: str, width: int, picture_width: int) -
     return moved(spots, max(0, (width - picture_width) // 2), dy)
 
 
-def token_at(spots: list[Spot], x: float, y: float) -> int | None:
-    """The place in the sequence of the token under (x, y), or None where there is none."""
+def tile(x0: float, y0: float, x1: float, y1: float, layout: TokenLayout) -> Spot:
+    """The tile from (x0, y0) to (x1, y1) standing for the token the prediction reads: CLS, or SigLIP's pooling
+    query."""
+    return Spot(x0, y0, x1 - x0, y1 - y0, 1, 1, 0 if layout.prefix else READER, 1)
+
+
+def token_at(spots: list[Spot], x: float, y: float, layout: TokenLayout) -> Token | None:
+    """The token under (x, y) in a picture with these spots, or None where there is none."""
     for s in spots:
-        t = s.token_at(x, y)
-        if t is not None:
-            return t
+        row = s.row_at(x, y)
+        if row is not None:
+            return layout.token(-1) if row == READER else layout.at_row(row)
     return None

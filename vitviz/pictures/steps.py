@@ -7,11 +7,6 @@ name the numbers of the model in use. No Gradio here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from vitviz.models.loaded import LoadedViT
-
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -19,14 +14,13 @@ import torch
 from PIL import Image, ImageDraw
 
 from vitviz.data.images import pixels_to_tensor
-from vitviz.explain import interpret as I
-from vitviz.models.loaded import loaded
-from vitviz.pictures import draw as R
-from vitviz.pictures import figures as FG
-from vitviz.pictures import spots as SP
+from vitviz.explain import interpret
+from vitviz.models.hub import loaded
+from vitviz.models.loaded import LoadedViT, Token
+from vitviz.pictures import draw, figures, spots
 from vitviz.pictures.explanation import nearest_one_based
 from vitviz.pictures.explore import PictureCache
-from vitviz.pictures.input_view import cls_box, first_tile, main_size, sees_picture
+from vitviz.pictures.input_view import first_tile, main_size, sees_picture, sees_spots
 from vitviz.pictures.layers import lens_panel, locks_in
 from vitviz.pictures.panels import Scale, message_panel, panel
 from vitviz.pictures.style import px
@@ -50,9 +44,9 @@ class Walk:
 def walk_image(model: LoadedViT, pixels: np.ndarray) -> Walk:
     card = loaded(model).card
     x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
-    w = I.walk(model, x)
+    w = interpret.walk(model, x)
     L = w["blocks"].shape[1]
-    lens = I.lens(model, w["blocks"])[0].cpu() if card.classes else torch.zeros(L, 0)  # no classifier: no lens
+    lens = interpret.lens(model, w["blocks"])[0].cpu() if card.classes else torch.zeros(L, 0)  # no classifier: no lens
     return Walk(
         pixels,
         x[0].cpu(),
@@ -101,29 +95,29 @@ def _matrix(m: torch.Tensor, title: str, what: str, first: int, mark_first: bool
     a = a[:, ::step]
     sy = max(1, min(4, 256 // a.shape[0]))
     sx = max(1, min(3, 384 // a.shape[1]))
-    img = np.repeat(np.repeat(R.colorize(a, "RdBu_r", -hi, hi), sy, 0), sx, 1)
+    img = np.repeat(np.repeat(draw.colorize(a, "RdBu_r", -hi, hi), sy, 0), sx, 1)
     if mark_first:
         img = img.copy()
         img[:sy, :, :] = (0, 200, 230)  # the CLS row, outlined in the highlight colour
     note = "" if step == 1 else f"; every {step}th value shown"
-    rows = [SP.Spot(0, 0, img.shape[1], sy, 1, a.shape[0], first, a.shape[0])]
+    rows = [spots.Spot(0, 0, img.shape[1], sy, 1, a.shape[0], first, a.shape[0])]
     pic = panel(img, title, Scale(what + note, -hi, hi, "one scale for the whole matrix", cmap="RdBu_r"), min_width=300)
-    return pic, SP.under_title(rows, title, max(300, img.shape[1]), img.shape[1])
+    return pic, spots.under_title(rows, title, max(300, img.shape[1]), img.shape[1])
 
 
 def _sequence(pixels: np.ndarray, g: int, patch: int | None, first: int) -> tuple:
     """The patches cut out and laid in reading order, numbered, the selected one outlined; and their spots
     (patch 0 the token in place `first`)."""
-    img = R.to_rgb(pixels)
+    img = draw.to_rgb(pixels)
     p = img.shape[0] // g
     cell = max(20, min(36, 560 // min(g * g, 16)))
     per_row = min(g * g, 16 if g <= 8 else 28)
     rows = -(-g * g // per_row)
     label = px(13 if cell >= 24 else 11)
     below = label + 5  # room for the number under each tile
-    canvas = Image.new("RGB", (per_row * (cell + 4) + 4, rows * (cell + below) + 4), R.BG)
+    canvas = Image.new("RGB", (per_row * (cell + 4) + 4, rows * (cell + below) + 4), draw.BG)
     d = ImageDraw.Draw(canvas)
-    f = R.font(label)
+    f = draw.font(label)
     for k in range(g * g):
         r, c = divmod(k, g)
         tile = Image.fromarray(np.ascontiguousarray(img[r * p : (r + 1) * p, c * p : (c + 1) * p])).resize(
@@ -133,8 +127,8 @@ def _sequence(pixels: np.ndarray, g: int, patch: int | None, first: int) -> tupl
         canvas.paste(tile, (x, y))
         d.text((x, y + cell + 1), str(k), fill=(40, 40, 40), font=f)
         if k == patch:
-            d.rectangle([x - 2, y - 2, x + cell + 1, y + cell + 1], outline=R.HIGHLIGHT, width=2)
-    return np.asarray(canvas), [SP.Spot(2, 2, cell + 4, cell + below, per_row, rows, first, g * g)]
+            d.rectangle([x - 2, y - 2, x + cell + 1, y + cell + 1], outline=draw.HIGHLIGHT, width=2)
+    return np.asarray(canvas), [spots.Spot(2, 2, cell + 4, cell + below, per_row, rows, first, g * g)]
 
 
 def _filters(model: LoadedViT, k: int = 16) -> np.ndarray:
@@ -142,7 +136,7 @@ def _filters(model: LoadedViT, k: int = 16) -> np.ndarray:
     w = weight.detach().float().cpu()[:k]  # (k, C, p, p)
     lo = w.flatten(1).amin(1)[:, None, None, None]
     hi = w.flatten(1).amax(1)[:, None, None, None]
-    grid = R.components_image((w - lo) / (hi - lo).clamp_min(1e-12), tile_size=32, cols=8)
+    grid = draw.components_image((w - lo) / (hi - lo).clamp_min(1e-12), tile_size=32, cols=8)
     title = f"The first {len(w)} of {weight.shape[0]} filters"
     if w.shape[1] == 1:  # one channel: a grey bar says it all
         return panel(grid, title, Scale("filter weight", 0, 1, "each filter its own range", cmap="gray", relative=True))
@@ -167,7 +161,7 @@ def _head(model: LoadedViT, w: Walk) -> np.ndarray:
 def _bars(model: LoadedViT, w: Walk) -> np.ndarray:
     """The head: the largest logits and their softmax probabilities, side by side."""
     classes = loaded(model).card.classes
-    return FG.score_bars(
+    return figures.score_bars(
         classes, w.logits, w.logits.softmax(-1), "logit (the head's raw score)", "softmax probability (%)"
     )
 
@@ -184,23 +178,25 @@ def _block(model: LoadedViT, w: Walk, block: int, row: int, stand_in: bool = Fal
     maps = w.attn[block - 1, :, row, K:].reshape(1, H, g, g)
     lo, hi = maps.flatten(2).amin(-1)[..., None, None], maps.flatten(2).amax(-1)[..., None, None]
     small = max(56, min(96, 600 // H))
-    tiles = R.overlays(w.pixels, ((maps - lo) / (hi - lo).clamp_min(1e-12))[0], small, alpha=0.75)
-    strip = R.tile([list(tiles)], col_labels=[f"head {j + 1}" for j in range(H)], pad=3)
-    _, top = R.tile_margins((), True)
-    title = f"Block {block}: attention from {layout.name(row)}, head by head" + (
+    tiles = draw.overlays(w.pixels, ((maps - lo) / (hi - lo).clamp_min(1e-12))[0], small, alpha=0.75)
+    strip = draw.tile([list(tiles)], col_labels=[f"head {j + 1}" for j in range(H)], pad=3)
+    _, top = draw.tile_margins((), True)
+    title = f"Block {block}: attention from {layout.at_row(row).name}, head by head" + (
         f" ({layout.first()} is in no block)" if stand_in else ""
     )
     heads = panel(strip, title, Scale("attention weight", 0, 1, "each tile its own range", relative=True))
-    head_spots = [SP.grid(3 + j * (small + 3), top + 3, small, g, K) for j in range(H)]
+    head_spots = [spots.grid(3 + j * (small + 3), top + 3, small, g, K) for j in range(H)]
     norms = w.blocks[block - 1].norm(dim=-1)
     S = main_size(cfg)
     n = norms[K:].view(g, g)
-    pic = R.overlay(w.pixels, n, S, cmap="magma", alpha=0.8, mode="nearest", vmin=float(n.min()), vmax=float(n.max()))
+    pic = draw.overlay(
+        w.pixels, n, S, cmap="magma", alpha=0.8, mode="nearest", vmin=float(n.min()), vmax=float(n.max())
+    )
     title2 = f"Token norms after block {block}" + (f" ({layout.prefix[0]}: {float(norms[0]):.1f})" if K else "")
     pic = panel(pic, title2, Scale("L2 norm of each patch token", float(n.min()), float(n.max()), cmap="magma"))
     return _side(
-        (heads, SP.under_title(head_spots, title, strip.shape[1], strip.shape[1])),
-        (pic, SP.under_title([SP.grid(0, 0, S, g, K)], title2, S, S)),
+        (heads, spots.under_title(head_spots, title, strip.shape[1], strip.shape[1])),
+        (pic, spots.under_title([spots.grid(0, 0, S, g, K)], title2, S, S)),
     )
 
 
@@ -232,7 +228,7 @@ def _positions_text(model: LoadedViT, front: str, N: int, D: int, grow: float, p
     """The fourth stage's sentence where the usual one is false: no learned positions (rotary), or no token put
     in front (SigLIP); None otherwise."""
     v = loaded(model)
-    if I.pos_embed_similarity(v) is None:
+    if interpret.pos_embed_similarity(v) is None:
         return (
             f"{front} put in front ({N} tokens). No positional embedding is added: inside every attention, each "
             "query and key is turned by an angle set by its patch's row and column (rotary positions), so "
@@ -309,19 +305,18 @@ def render_steps(
     model: LoadedViT,
     w: Walk,
     block: int = 1,
-    patch: int | None = None,
+    token: Token | None = None,
     cache: PictureCache | None = None,
-    prefix: int = 0,
 ) -> tuple[StepView, set[str]]:
-    """Every stage for block `block` (1-based, clamped) and the selected token (`patch`, or None for the token
-    `prefix` before the patches: 0 CLS, then a distillation token or registers), and the names of the pictures
-    drawn now: those that do not depend on what changed come from `cache`."""
+    """Every stage for block `block` (1-based, clamped) and the selected token (vitviz.models.loaded.Token; None,
+    or one this model lacks: the first, CLS), and the names of the pictures drawn now: those that do not depend on
+    what changed come from `cache`."""
     cfg = loaded(model).card.config
     L, g = cfg.depth, cfg.grid_size
     block = nearest_one_based(block, L, default=1)
-    patch = patch if patch is not None and 0 <= patch < cfg.num_patches else None
-    K = loaded(model).layout.num_prefix
-    row = K + patch if patch is not None else (prefix if 0 <= prefix < K else 0)
+    token = loaded(model).layout.kept(token.number if token else -1)
+    patch, K = token.patch, loaded(model).layout.num_prefix
+    row = 0 if token.row is None else token.row  # SigLIP's pooling query is in no row: patch 0's stands in
     cache = cache or PictureCache()
     sim_at = patch if patch is not None else (g * g) // 2 + g // 2
     prefix = ", ".join(loaded(model).layout.prefix)
@@ -366,23 +361,20 @@ def render_steps(
 def _input(cfg, layout, pixels: np.ndarray, patch: int | None) -> tuple:
     """Stage 1: the input on its grid with the CLS tile (SigLIP: its pooling query's); the patches' and the tile's
     spots."""
-    S, g, K = main_size(cfg), cfg.grid_size, layout.num_prefix
-    x0, y0, x1, y1 = cls_box(S, g)
-    pic = sees_picture(pixels, g, S, patch, first_tile(layout))
-    return pic, [SP.grid(0, 0, S, g, K), SP.Spot(x0, y0, x1 - x0, y1 - y0, 1, 1, 0, 1)]
+    return sees_picture(pixels, cfg.grid_size, main_size(cfg), patch, first_tile(layout)), sees_spots(cfg, layout)
 
 
 def _similarity(model: LoadedViT, position: int, K: int) -> tuple:
     title = f"Position {position}'s embedding against every position's"
-    if I.pos_embed_similarity(model) is None:
+    if interpret.pos_embed_similarity(model) is None:
         why = "This model learns no embedding per position: it turns each query and key by its position (rotary)."
         return message_panel(224, "Positions", why), []
     pic = panel(
-        R.similarity_map(I.pos_embed_similarity(model), position, 224),
+        draw.similarity_map(interpret.pos_embed_similarity(model), position, 224),
         title,
         Scale("cosine similarity", -1.0, 1.0, "one scale, -1 to 1", cmap="viridis"),
     )
-    return pic, SP.under_title([SP.grid(0, 0, 224, loaded(model).card.config.grid_size, K)], title, 224, 224)
+    return pic, spots.under_title([spots.grid(0, 0, 224, loaded(model).card.config.grid_size, K)], title, 224, 224)
 
 
 def _side(a: tuple, b: tuple) -> tuple:
@@ -390,6 +382,6 @@ def _side(a: tuple, b: tuple) -> tuple:
     (pa, sa), (pb, sb) = a, b
     h = max(pa.shape[0], pb.shape[0])
     pad = lambda m: np.concatenate([m, np.full((h - m.shape[0], m.shape[1], 3), 255, np.uint8)])  # noqa: E731
-    return np.concatenate([pad(pa), np.full((h, 20, 3), 255, np.uint8), pad(pb)], 1), sa + SP.moved(
+    return np.concatenate([pad(pa), np.full((h, 20, 3), 255, np.uint8), pad(pb)], 1), sa + spots.moved(
         sb, pa.shape[1] + 20, 0
     )

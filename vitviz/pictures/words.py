@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vitviz.models.loaded import LoadedViT, loaded
-from vitviz.pictures import figures as FG
+from vitviz.models.hub import loaded
+from vitviz.models.loaded import LoadedViT
+from vitviz.pictures import figures
 
 
 def cosines(model: LoadedViT, logits: torch.Tensor) -> torch.Tensor:
@@ -24,7 +25,9 @@ def label_bars(model: LoadedViT, logits: torch.Tensor) -> np.ndarray:
     v = loaded(model)
     rule = "sigmoid of each score (%)" if v.adapter.words.sigmoid else "softmax over the labels (%)"
     probs = v.probabilities(logits.float())
-    return FG.score_bars(v.card.classes, cosines(model, logits), probs, "cosine with the label's text embedding", rule)
+    return figures.score_bars(
+        v.card.classes, cosines(model, logits), probs, "cosine with the label's text embedding", rule
+    )
 
 
 def head_sentence(model: LoadedViT, logits: torch.Tensor) -> str:

@@ -1,7 +1,7 @@
 """Average the weights of several checkpoints of one run (weight averaging over its last epochs).
 
-    python -m vitviz.training.loop ... --out runs/cifar/model --keep-epochs 10
-    python -m vitviz.training.average runs/cifar/model-epoch0{51..60} --out runs/cifar/averaged --data ../shared/data
+    vitviz train ... --out runs/cifar/model --keep-epochs 10
+    vitviz average runs/cifar/model-epoch0{51..60} --out runs/cifar/averaged --data ../shared/data
 
 Late in a cosine schedule the weights wander around a minimum; their mean usually sits
 nearer its centre and generalises a little better (Izmailov et al. 2018, "Averaging

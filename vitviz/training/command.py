@@ -1,7 +1,7 @@
 """`vitviz train` (and `python -m vitviz.train`): the command-line front end of the training loop.
 
 The loop (vitviz.training.loop.train) yields events; this prints them, one line per epoch under a tqdm
-bar, and the app streams the same events (vitviz.training.live)."""
+bar, and the app streams the same events (vitviz.app.live)."""
 
 from __future__ import annotations
 

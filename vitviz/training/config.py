@@ -154,7 +154,7 @@ def _model_problems(cfg: TrainConfig):
     yield from ViTConfig.problems_of(values, signs=False)
 
 
-PROBES = 6  # the fixed images a live run draws its rollout on (vitviz.training.live.probe_set)
+PROBES = 6  # the fixed images a live run draws its rollout on (vitviz.training.quick.probe_set)
 RUN_EXTRA_GB = 0.4  # a run's pictures and the heap's slack beside its step (see TrainConfig.peak_memory_gb)
 
 

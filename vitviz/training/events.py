@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from vitviz.data.datasets import Split
 from vitviz.models import checkpoint
@@ -15,9 +14,7 @@ from vitviz.runtime.device import Precision, describe_device
 from vitviz.training.batches import Batches
 from vitviz.training.config import TrainConfig
 from vitviz.training.heldout import evaluate
-
-if TYPE_CHECKING:  # the loop imports these events
-    from vitviz.training.loop import Parts, Progress
+from vitviz.training.parts import Parts, Progress
 
 
 def start_event(p: Parts) -> dict:

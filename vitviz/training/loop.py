@@ -1,12 +1,13 @@
-"""Train a ViT: one loop, written as a generator of events, and its CLI.
+"""Train a ViT: one loop, written as a generator of events. `vitviz train` (vitviz.training.command) runs it
+from the command line:
 
-    python -m vitviz.training.loop --preset cifar --dataset cifar10 --epochs 100 --out runs/cifar
+    vitviz train --preset cifar --dataset cifar10 --epochs 100 --out runs/cifar
 
 The loop yields dicts: ``start``, ``step`` (loss, lr, images/s, progress, ETA), ``val`` (a quick
 validation on a small held-out sample, every ``quick_val_every_s`` seconds),
 ``epoch`` (train and validation loss and accuracy), ``snapshot`` (the live
 model, on request), ``checkpoint``, and one of ``done``, ``stopped`` or
-``error``. The CLI prints them with a progress bar; the app streams them.
+``error``. The command prints them with a progress bar; the app streams them (vitviz.app.live).
 
 AdamW, linear warmup then cosine decay (by steps, or by wall time when a time
 budget is set), label smoothing, data resident on the device as uint8 with
@@ -16,7 +17,7 @@ crop and flip done on whole batches there, bf16 autocast where it was measured f
 checkpoint is written atomically every epoch, so a killed run loses at most one epoch;
 ``--resume`` goes on from the last one.
 What the shipped models reach, in how long, is in checkpoints/README.md. The Train
-tab's quick run (vitviz.training.live.quick_defaults: designed for its time budget, with
+tab's quick run (vitviz.training.quick.quick_defaults: designed for its time budget, with
 early token drop) reaches 59% CIFAR-10 test accuracy in 60 s and 69% in 180 s on 2 CPU cores
 with bf16 units:
 
@@ -31,11 +32,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
-import copy
 import math
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -52,6 +52,7 @@ from vitviz.training.clock import RunClock
 from vitviz.training.config import ConfigError, TrainConfig
 from vitviz.training.events import result_event, snapshot_event, start_event, step_event
 from vitviz.training.heldout import QuickVal, epoch_record, evaluate
+from vitviz.training.parts import Meter, Parts, Progress, weight_average
 from vitviz.training.precision import run_precision
 
 __all__ = ["TrainConfig", "ConfigError", "train", "evaluate", "build_model", "pick_device", "describe_device"]
@@ -82,17 +83,6 @@ def build_model(cfg: TrainConfig, data: Dataset) -> ViT:
 
 
 # ---------------------------------------------------------------- the loop's parts
-
-
-@dataclass
-class Progress:
-    """Where a run stands: restored by --resume, advanced by every step."""
-
-    step: int = 0
-    epoch: float = 0
-    elapsed_before: float = 0.0  # seconds trained before this process (a resumed run)
-    history: list = field(default_factory=list)
-    optimizer: dict | None = None  # the resume state's tensors
 
 
 def resume_from(out: str | Path | None, model: ViT) -> Progress:
@@ -176,55 +166,7 @@ def restore_optimizer(
         gen.set_state(tensors["rng"])
 
 
-class Meter:
-    """Training loss and accuracy since the last epoch end, and images/s since the last report."""
-
-    def __init__(self):
-        self.loss, self.correct, self.n = 0.0, 0, 0
-        self.seen, self.t = 0, time.perf_counter()
-
-    def add(self, loss: float, logits: torch.Tensor, target: torch.Tensor, bs: int) -> None:
-        self.loss += loss * bs
-        self.correct += (logits.argmax(1) == target.argmax(1)).sum().item()  # the majority label when mixed
-        self.n += bs
-
-    def rate(self) -> float:
-        now = time.perf_counter()
-        ips = self.seen / max(1e-9, now - self.t)
-        self.seen, self.t = 0, now
-        return ips
-
-    def take(self) -> tuple[float, float]:
-        """The epoch's mean training loss and accuracy over its logged steps (NaN where none was logged)."""
-        out = (self.loss / self.n, self.correct / self.n) if self.n else (float("nan"), float("nan"))
-        self.loss, self.correct, self.n = 0.0, 0, 0
-        return out
-
-
 # ---------------------------------------------------------------- the loop
-
-
-@dataclass
-class Parts:
-    """What a run is made of, once set up: where it runs, its data, model, optimizer and batches."""
-
-    cfg: TrainConfig
-    device: torch.device
-    precision: Precision
-    data: Dataset
-    model: ViT
-    run: Progress
-    gen: torch.Generator
-    batches: Batches
-    opt: torch.optim.Optimizer
-    total_steps: int
-    warmup_steps: int
-    average: WeightAverage | None = None
-
-    @property
-    def shown(self) -> ViT:
-        """The model that validation, checkpoints and the result use: the weight average where there is one."""
-        return self.average.model if self.average is not None else self.model
 
 
 def setup(
@@ -247,24 +189,8 @@ def setup(
     if run.optimizer is not None:
         restore_optimizer(opt, gen, run.optimizer, device)
     warmup = min(round(cfg.warmup * batches.per_epoch), total_steps // 5)
-    average = WeightAverage(model, cfg.ema) if cfg.ema > 0 else None
+    average = weight_average(model, cfg.ema) if cfg.ema > 0 else None
     return Parts(cfg, device, precision, data, model, run, gen, batches, opt, total_steps, warmup, average)
-
-
-class WeightAverage:
-    """An exponential moving average of a model's weights (its decay warmed up as min(decay, (1 + t) / (10 + t))
-    so that the first steps are not averaged with the random start)."""
-
-    def __init__(self, model: ViT, decay: float):
-        self.model = copy.deepcopy(model).eval()  # its weights keep requires_grad: gradient maps need it
-        self.decay, self.steps = decay, 0
-        self.params, self.sources = list(self.model.parameters()), list(model.parameters())
-
-    @torch.no_grad()
-    def update(self) -> None:
-        self.steps += 1
-        decay = min(self.decay, (1 + self.steps) / (10 + self.steps))
-        torch._foreach_lerp_(self.params, self.sources, 1.0 - decay)
 
 
 def tokens_kept(cfg: TrainConfig, progress: float, patches: int) -> int:
@@ -322,7 +248,7 @@ def train(
         loss, logits = train_step(model, opt, xb, target, lr, cfg, precision, keep)
         clock.stepped(time.perf_counter() - began)
         if p.average is not None:
-            p.average.update()
+            p.average.update_parameters(p.model)
         run.step += 1
         meter.seen += batches.size
         if run.step % cfg.log_every == 0 or run.step == 1:

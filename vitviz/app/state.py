@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from vitviz.app.picfiles import REPLIES, PictureFiles
+from vitviz.app.serving.picfiles import REPLIES, PictureFiles
 from vitviz.models.loaded import LoadedViT
 from vitviz.pictures.explore import PictureCache
 from vitviz.pictures.style import Style, drawn_with

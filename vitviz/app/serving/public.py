@@ -21,8 +21,7 @@ from fastapi.responses import JSONResponse
 from gradio.blocks import BlockFunction
 from starlette.middleware import Middleware
 
-from vitviz.app import gradio_files
-from vitviz.app.visitor import Visitor
+from vitviz.app.serving import gradio_files
 
 
 def _names(block_fn) -> list[str]:
@@ -133,7 +132,7 @@ class PublicBlocks(gr.Blocks):
     _bound = None
 
     def bound_cache(self) -> None:
-        """Keep Gradio's cached files under VITVIZ_CACHE_MAX_MB from now on (vitviz.app.gradio_files)."""
+        """Keep Gradio's cached files under VITVIZ_CACHE_MAX_MB from now on (vitviz.app.serving.gradio_files)."""
         if self._bound is None:
             self._bound = gradio_files.SizeBound(self).start()
 
@@ -155,7 +154,7 @@ class PublicBlocks(gr.Blocks):
 
     async def postprocess_data(self, block_fn: BlockFunction, predictions: list | dict, state: object) -> list:
         """Room made in the bounded cache for the files and pictures Gradio is about to write for this reply
-        (vitviz.app.gradio_files.make_room), before it writes them."""
+        (vitviz.app.serving.gradio_files.make_room), before it writes them."""
         nbytes, names = gradio_files.reply_size(predictions)
         if nbytes and self._bound is not None:
             try:
@@ -165,7 +164,7 @@ class PublicBlocks(gr.Blocks):
         return await super().postprocess_data(block_fn, predictions, state)
 
     async def preprocess_data(
-        self, block_fn: BlockFunction, inputs: list, state: Visitor | None, explicit_call: bool = False
+        self, block_fn: BlockFunction, inputs: list, state: object, explicit_call: bool = False
     ) -> list:
         try:
             return await super().preprocess_data(block_fn, inputs, state, explicit_call)

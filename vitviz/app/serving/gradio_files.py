@@ -12,7 +12,7 @@ Gradio copies every file a reply names into its cache and deletes copies only by
 (VITVIZ_CACHE_MAX_AGE_S). Each /explain adds about 0.2 MB, so a busy public app would fill
 its disk long before an hour has passed. The bound, `VITVIZ_CACHE_MAX_MB` (default 500), holds
 at every moment: `make_room` runs before each write (a reply's files and pictures, from
-vitviz.app.public.PublicBlocks.postprocess_data; an upload, from the `UploadRoom` middleware) and
+vitviz.app.serving.public.PublicBlocks.postprocess_data; an upload, from the `UploadRoom` middleware) and
 deletes the oldest tracked files until what is there, what writes under way reserved and the new
 bytes fit; `SizeBound` also checks every `VITVIZ_CACHE_CHECK_S` seconds (default 5). Replies'
 copies go first (a page shows its pictures as soon as its reply arrives, so the oldest copies are
@@ -34,7 +34,7 @@ from pathlib import Path
 import anyio
 import gradio as gr
 
-from vitviz.app import limits
+from vitviz.app.serving import limits
 from vitviz.runtime import scratch
 
 _own: Path | None = None

@@ -9,37 +9,33 @@ on a position only redraws the two similarity pictures.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the shell imports the tabs
-    from vitviz.app.shell import Shell
-
 import gradio as gr
 import torch
 from PIL import Image
 
-from vitviz.app import limits
-from vitviz.app.cache import ModelCache
 from vitviz.app.inputs import whole
 from vitviz.app.menu import resolve_model
-from vitviz.app.visitor import Visitor, visitor
+from vitviz.app.page import Shell
+from vitviz.app.serving import limits
+from vitviz.app.serving.cache import ModelCache
+from vitviz.app.state import Visitor, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.data import gallery
 from vitviz.models.loaded import LoadedViT
-from vitviz.pictures import explanation as views
+from vitviz.pictures import explanation
 
 SUMMARIES = ModelCache(lambda: limits.get("VITVIZ_MODEL_CACHE"))
 
 
-def summary_of(model: LoadedViT) -> views.ModelSummary:
-    def make() -> views.ModelSummary:
+def summary_of(model: LoadedViT) -> explanation.ModelSummary:
+    def make() -> explanation.ModelSummary:
         card = model.card
         items = gallery.items(card.gallery)
         if card.config.image_size >= 224:
             items = items[::10]  # a 224-px ViT is slow on a CPU: 10 images
-        images = [views.image_to_pixels(model, Image.open(p)) for p, _ in items]
+        images = [explanation.image_to_pixels(model, Image.open(p)) for p, _ in items]
         with torch.inference_mode():
-            return views.summarise_model(model, images)
+            return explanation.summarise_model(model, images)
 
     return SUMMARIES.get(model, make)
 
@@ -54,7 +50,7 @@ def _position(model: LoadedViT, position) -> int:
         default=-1,
         where=f" for this model (positions 0 to {cfg.num_patches - 1}; -1: the centre one)",
     )
-    return views.default_position(cfg) if p < 0 else p
+    return explanation.default_position(cfg) if p < 0 else p
 
 
 def model_view(model_key: str, position: float = -1, state: Visitor | None = None) -> tuple:
@@ -63,13 +59,13 @@ def model_view(model_key: str, position: float = -1, state: Visitor | None = Non
     model = resolve_model(model_key, v)
     s = summary_of(model)
     with v.drawing():
-        tiles, large = views.position_pictures(s, model.card.config, _position(model, position))
-        distance, components = views.distance_picture(s), views.components_picture(s)
+        tiles, large = explanation.position_pictures(s, model.card.config, _position(model, position))
+        distance, components = explanation.distance_picture(s), explanation.components_picture(s)
     note = (
         f"Top {len(s.variance)} principal components of the patch-embedding filters "
         f"({100 * float(s.variance.sum()):.0f}% of their variance), each labelled with its share."
     )
-    return tiles, large, distance, components, views.model_card(model), note
+    return tiles, large, distance, components, explanation.model_card(model), note
 
 
 def pos_click(model_key: str, state: Visitor | None, evt: gr.SelectData) -> tuple:
@@ -77,9 +73,9 @@ def pos_click(model_key: str, state: Visitor | None, evt: gr.SelectData) -> tupl
     v = visitor(state)
     model = resolve_model(model_key, v)
     cfg = model.card.config
-    pos = views.pos_click_to_position(evt.index[0], evt.index[1], cfg)
+    pos = explanation.pos_click_to_position(evt.index[0], evt.index[1], cfg)
     with v.drawing():
-        tiles, large = views.position_pictures(summary_of(model), cfg, pos)
+        tiles, large = explanation.position_pictures(summary_of(model), cfg, pos)
     return pos, tiles, large
 
 

@@ -9,19 +9,15 @@ a sentence instead of the curves.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the shell imports the tabs
-    from vitviz.app.shell import Shell
-
 import gradio as gr
 
-from vitviz.app.activity import ACTIVITY
 from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, token_at, warning
 from vitviz.app.inputs import ImagePayload, choice, pixels_for, whole
-from vitviz.app.limits import map_cost_note
 from vitviz.app.menu import in_words, resolve_model
-from vitviz.app.visitor import Visitor, image_key, visitor
+from vitviz.app.page import Shell
+from vitviz.app.serving.activity import ACTIVITY
+from vitviz.app.serving.limits import map_cost_note
+from vitviz.app.state import Visitor, image_key, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.explain.methods import METHODS, RANDOM
 from vitviz.pictures import removal

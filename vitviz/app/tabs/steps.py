@@ -8,21 +8,17 @@ image and model, and a stage is redrawn only when what it shows changed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the shell imports the tabs
-    from vitviz.app.shell import Shell
 
 import gradio as gr
 
-from vitviz.app.activity import ACTIVITY
-from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, pictures_reply, warning
-from vitviz.app.inputs import ImagePayload, layer_index, pixels_for, token_index
+from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, pictures_reply, token_shown, warning
+from vitviz.app.inputs import ImagePayload, layer_index, pixels_for, selected_token
 from vitviz.app.menu import in_words, resolve_model
-from vitviz.app.visitor import Visitor, image_key, visitor
+from vitviz.app.page import Shell
+from vitviz.app.serving.activity import ACTIVITY
+from vitviz.app.state import Visitor, image_key, visitor
 from vitviz.app.widgets import pic
-from vitviz.pictures import spots as SP
-from vitviz.pictures import steps
+from vitviz.pictures import spots, steps
 
 STAGES = [  # (picture field, title)
     ("input", "1. The input, as the model receives it"),
@@ -51,11 +47,11 @@ def step_view(
         model = in_words(resolve_model(model_key, v), labels, template)
         cfg = model.card.config
         b, clamped = layer_index(block, "The block", cfg.depth, default=1)
-        p, k = token_index(patch, model.layout)
+        token = selected_token(patch, model.layout)
         pixels = pixels_for(model, image)
         walk = v.steps.keep(image_key(model_key, model, pixels), lambda: steps.walk_image(model, pixels))
         with v.drawing():
-            view, fresh = steps.render_steps(model, walk, b, p, v.steps.pictures, prefix=k)
+            view, fresh = steps.render_steps(model, walk, b, token, v.steps.pictures)
         if clamped:
             view.block_text = f"{clamped}\n\n{view.block_text}"
     return view, fresh, v
@@ -79,9 +75,8 @@ def step_page(
 def _following(model_key: str, block: float, token: float, v: Visitor) -> str:
     """The sticky bar's line: which token, through which block (the controls' values, as the stages use them)."""
     model = resolve_model(model_key, v)
-    p, k = token_index(token, model.layout)
+    name = selected_token(token, model.layout).name
     b, _ = layer_index(block, "The block", model.card.config.depth, default=1)
-    name = (model.layout.prefix[k] if model.layout.prefix else model.layout.first()) if p is None else f"patch {p}"
     return f"Following **{name}** · stage 5 shows **block {b}** of {model.card.config.depth}"
 
 
@@ -106,12 +101,21 @@ def steps_api(
 
 
 API = Outputs(*steps.STEP_NAMES)
+TOKEN_PAGE = Outputs(*PAGE.names, "patch", "prefix_token")  # and the one token control (Explore's) set to it
 open_tab, follow = follower("steps", step_page, PAGE)
 
 
+def token_page(
+    image: ImagePayload, model_key: str, block: float, number: int, labels: str, template: str, state: Visitor | None
+) -> tuple:
+    """Every stage for the newly selected token `number`, and Explore's token control set to it, in one event."""
+    update = dict(zip(PAGE.names, step_page(image, model_key, block, number, labels, template, state)))
+    return TOKEN_PAGE.reply(**update, **token_shown(model_key, state, number))
+
+
 def picker(name: str) -> Callable:
-    """The click handler of stage `name`'s picture: the token under the click (a patch, CLS, a register) as the
-    selected token's number, or gr.skip() where there is none."""
+    """The click handler of stage `name`'s picture: the token under the click (a patch, CLS, a register) selected,
+    every stage that follows it drawn and the token control set, in one event; nothing where there is no token."""
 
     def pick(
         image: ImagePayload,
@@ -122,16 +126,16 @@ def picker(name: str) -> Callable:
         template: str,
         state: Visitor | None,
         evt: gr.SelectData,
-    ) -> int | dict:
+    ) -> tuple:
         try:
             view, _, v = step_view(image, model_key, block, token, labels, template, state)  # as drawn (kept)
             layout = resolve_model(model_key, v).layout
         except gr.Error:
-            return gr.skip()
-        place = SP.token_at(view.spots.get(name, []), *evt.index[:2])
-        if place is None:
-            return gr.skip()
-        return -1 - place if place < layout.num_prefix else place - layout.num_prefix
+            return TOKEN_PAGE.reply()
+        picked = spots.token_at(view.spots.get(name, []), *evt.index[:2], layout)
+        if picked is None:
+            return TOKEN_PAGE.reply()
+        return token_page(image, model_key, block, picked.number, labels, template, state)
 
     return pick
 
@@ -152,19 +156,12 @@ def block_range(model_key: str, state: Visitor | None) -> tuple:
 def build() -> dict:
     gr.Markdown(
         "The image of the Explore tab through the chosen model, stage by stage as a ViT tutorial teaches "
-        "it, with this model's real numbers. The token and the block stay at the top while you scroll, and are "
-        "Explore's own: pick them here or there."
+        "it, with this model's real numbers. Click a token in any picture to follow it (or pick it on Explore); "
+        "the token and the block stay at the top while you scroll."
     )
     c = {}  # the controls under names no stage has
     with gr.Column(elem_id="step-controls"):  # sticky: beside every stage while the page scrolls
         with gr.Row(equal_height=True):
-            c["token"] = gr.Number(
-                value=-1,
-                precision=0,
-                label="Token (patch number, -1 CLS; or click one in any picture)",
-                elem_id="step-token",
-                min_width=200,
-            )
             c["to_cls"] = gr.Button("Back to CLS", size="sm", elem_id="step-cls", min_width=90, scale=0)
             c["which_block"] = gr.Slider(1, 6, value=6, step=1, label="Block (stage 5)", elem_id="step-block-n")
         c["following"] = gr.Markdown(elem_id="step-following")
@@ -181,10 +178,12 @@ def build() -> dict:
     return c
 
 
-def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab, words: tuple) -> dict:
-    """The tab's events (`words`: Explore's labels and prompt boxes); returns the event settings that redraw it
-    while it is looked at."""
-    inputs = [image, shell.model_dd, c["which_block"], c["token"], *words, shell.state]
+def wire(c: dict, shell: Shell, explore: dict, tab: gr.Tab) -> dict:
+    """The tab's events. `explore`: the Explore tab's components, whose image, labels and prompt it draws, and
+    whose token control is the one this tab follows and sets. Returns the event settings that redraw it while it
+    is looked at."""
+    image, words = explore["image"], (explore["labels"], explore["template"])
+    inputs = [image, shell.model_dd, c["which_block"], explore["patch"], *words, shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)
     fit = dict(fn=block_range, inputs=[shell.model_dd, shell.state], outputs=[c["which_block"], c["to_cls"]])
@@ -193,9 +192,9 @@ def wire(c: dict, shell: Shell, image: ImagePayload, tab: gr.Tab, words: tuple) 
         "One image through the ViT stage by stage: a picture and a sentence per stage, for a chosen block and token."
     )
     endpoint(c["api"], steps_api, inputs, API.components(c), "steps", about)
-    c["which_block"].change(**{**page, "fn": follow})  # they follow Explore's layer and token: drawn when looked at
-    c["token"].change(**{**page, "fn": follow})
-    c["to_cls"].click(lambda: -1, None, c["token"], api_visibility="private", queue=False)
+    c["which_block"].change(**{**page, "fn": follow})  # it follows Explore's layer: drawn when looked at
+    token = {**page, "outputs": TOKEN_PAGE.components({**c, **explore, "state": shell.state})}
+    c["to_cls"].click(**{**token, "fn": lambda *a: token_page(*a[:3], -1, *a[4:])})
     for name in CLICKABLE:
-        c[name].select(picker(name), inputs, c["token"], api_visibility="private", preprocess=False)
+        c[name].select(**{**token, "fn": picker(name)})
     return {**page, "fn": follow}

@@ -9,33 +9,29 @@ the other side is drawn as usual.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the shell imports the tabs
-    from vitviz.app.shell import Shell
-
 import gradio as gr
 import numpy as np
 
-from vitviz.app.activity import ACTIVITY
 from vitviz.app.handlers import Outputs, follow_image, follower, warning
 from vitviz.app.inputs import FUSIONS, PREDICTED, ImagePayload, choice, number, pixels_for
-from vitviz.app.limits import method_refusal
 from vitviz.app.menu import SHARED, in_words, model_choices, resolve_model, title_of, typed_key
-from vitviz.app.visitor import Visitor, visitor
+from vitviz.app.page import Shell
+from vitviz.app.serving.activity import ACTIVITY
+from vitviz.app.serving.limits import method_refusal
+from vitviz.app.state import Visitor, visitor
 from vitviz.app.widgets import pic
 from vitviz.data.datasets import DATASETS
 from vitviz.explain.methods import CLASS_MAPS, DEFAULT_CLASS_MAP
-from vitviz.pictures import explanation as views
-from vitviz.pictures import explore as pictures
+from vitviz.pictures import explanation
+from vitviz.pictures import explore as explore_pictures
 from vitviz.pictures.panels import panel
 
 DATASET_CLASSES = DATASETS["cifar10"]["classes"]
-SIDE = ("top5", "rollout", "class_map", "rollout_strip")  # the pictures.ExploreView fields each side shows
+SIDE = ("top5", "rollout", "class_map", "rollout_strip")  # the explore_pictures.ExploreView fields each side shows
 
 
 def one_side(
-    image: ImagePayload, key: str, o: pictures.Options, target: str | None, words: tuple, state: Visitor | None
+    image: ImagePayload, key: str, o: explore_pictures.Options, target: str | None, words: tuple, state: Visitor | None
 ) -> tuple[list, str]:
     """(the side's outputs, "" or what it explains instead of `target`) or (Nones, why it could not be drawn).
     `words`: (labels, prompt) for a model scored in words."""
@@ -46,11 +42,11 @@ def one_side(
             raise gr.Error(too_costly)
         classes = model.card.classes
         known = target in classes
-        ex = views.analyse(model, pixels_for(model, image), classes.index(target) if known else None)
+        ex = explanation.analyse(model, pixels_for(model, image), classes.index(target) if known else None)
     except gr.Error as e:
         return [None] * len(SIDE), f"⚠️ {e.message}"
     with visitor(state).drawing():
-        view, _ = pictures.render_explore(model, ex, o, compact=True)
+        view, _ = explore_pictures.render_explore(model, ex, o, compact=True)
         name = model.card.title
         drawn = [getattr(view, n) if n == "top5" else _named(getattr(view, n), name) for n in SIDE]
     asked = target not in (None, "", PREDICTED) and not known and classes
@@ -78,7 +74,7 @@ def compare(
     name, or a label; a side without it explains its predicted one), rollout by layer, then the same for the
     right, then the left and right notes: empty, or why that side could not be drawn or what it explains).
     `labels` and `template`: the words a CLIP or SigLIP side scores (a model with fixed classes ignores them)."""
-    o = pictures.Options(
+    o = explore_pictures.Options(
         fusion=choice(fusion, "Head fusion", FUSIONS, default="mean"),
         discard=number(discard, "The discard ratio", 0.0, 0.99, default=0.0),
         method=choice(method, "The class map's method", list(CLASS_MAPS), default=DEFAULT_CLASS_MAP),

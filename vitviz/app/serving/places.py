@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from vitviz.app import limits
+from vitviz.app.serving import limits
 
 
 class Refused(Exception):

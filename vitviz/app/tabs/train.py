@@ -3,38 +3,34 @@
 One run per visitor (stop requests are keyed by their session), `VITVIZ_TRAIN_SLOTS`
 runs at a time on the machine (default 1; others wait in line and see their place).
 The settings are checked by vitviz.training.config before anything starts; the run
-itself is vitviz.training.live's stream over the same loop the CLI uses.
+itself is vitviz.app.live's stream over the same loop the CLI uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
-
-from vitviz.models.vit import ViTConfig
-
-if TYPE_CHECKING:  # the shell imports the tabs
-    from vitviz.app.shell import Shell
-
 import functools
 import inspect
+from collections.abc import Iterator
 
 import gradio as gr
 import torch
 
-from vitviz.app import limits
-from vitviz.app.activity import ACTIVITY
+from vitviz.app import live
 from vitviz.app.handlers import Outputs, warning
 from vitviz.app.menu import model_choices, remember
-from vitviz.app.places import PLACES, Refused
-from vitviz.app.visitor import Visitor, visitor
+from vitviz.app.page import Shell
+from vitviz.app.serving import limits
+from vitviz.app.serving.activity import ACTIVITY
+from vitviz.app.serving.places import PLACES, Refused
+from vitviz.app.state import Visitor, visitor
 from vitviz.app.widgets import help_line, pic, progress_html
 from vitviz.data.datasets import DATASETS
-from vitviz.models.loaded import loaded
-from vitviz.models.vit import PRESETS, make_config
+from vitviz.models.hub import loaded
+from vitviz.models.vit import PRESETS, ViTConfig, make_config
+from vitviz.pictures import run as run_pictures
 from vitviz.runtime import memory, zerogpu
 from vitviz.runtime.device import describe_device, pick_device
-from vitviz.training import live
+from vitviz.training import quick
 from vitviz.training.config import ConfigError
 from vitviz.training.stops import STOPS
 
@@ -47,12 +43,13 @@ def device() -> torch.device:
 
 
 @functools.lru_cache(maxsize=1)
-def quick() -> dict:
-    return live.quick_defaults(device())
+def default_run() -> dict:
+    """The default quick run's settings on this machine."""
+    return quick.quick_defaults(device())
 
 
 def preset_sizes(preset: str) -> tuple[int, int, int, int]:
-    cfg = make_config(preset if preset in PRESETS else quick()["preset"])
+    cfg = make_config(preset if preset in PRESETS else default_run()["preset"])
     return cfg.depth, cfg.num_heads, cfg.embed_dim, cfg.patch_size
 
 
@@ -99,7 +96,7 @@ def settings(
 def recipe(dataset: object, budget: object) -> dict:
     """The quick run's settings on this machine for the form's data set and budget (the default ones where
     either is not a value the form offers)."""
-    return live.quick_defaults(device(), live.budget_seconds(budget), dataset if dataset in DATASETS else "cifar10")
+    return quick.quick_defaults(device(), quick.budget_seconds(budget), dataset if dataset in DATASETS else "cifar10")
 
 
 def follow_recipe(dataset: str, budget: object) -> tuple:
@@ -128,7 +125,7 @@ def train_run(
 ) -> Iterator[tuple]:
     """Train a ViT live; streams (status, progress, curves, probe rollouts, positional tiles, files, state,
     and at the end the Compare menus with the epoch snapshots). No argument: the default quick run. An API
-    caller holds at most one place per address (see vitviz.app.places)."""
+    caller holds at most one place per address (see vitviz.app.serving.places)."""
     form = (dataset, preset, depth, heads, width, patch, epochs, time_budget, batch_size, lr, subset, augment, seed)
     yield from _train(form, state, request, page=False)
 
@@ -136,19 +133,19 @@ def train_run(
 def _train(form: tuple, state: Visitor | None, request: gr.Request | None, page: bool):
     v = remember(visitor(state), request)
     try:
-        cfg = live.run_config(device(), **settings(*form))
+        cfg = quick.run_config(device(), **settings(*form))
     except ConfigError as e:
         raise gr.Error(str(e)) from None
     cfg, capped = limits.cap_time(cfg, zerogpu.gpu_seconds_cap() - GPU_MARGIN_S if ZERO_GPU else None)
     limits.check_memory(cfg)
-    if not live.data_available(cfg.dataset):
+    if not quick.data_available(cfg.dataset):
         raise gr.Error(
             f"The {cfg.dataset} data set is not available here: set VITVIZ_DATA to a folder or zip with "
             "train/<class>/ and test/<class>/, or run where torchvision can download it. "
             "The rest of the app works without it."
         )
     try:
-        live.check_fits(cfg)
+        quick.check_fits(cfg)
     except ConfigError as e:
         raise gr.Error(str(e)) from None
     address = None if page else getattr(getattr(request, "client", None), "host", None)
@@ -264,13 +261,13 @@ if ZERO_GPU:  # the run (only the run: its data is loaded before, in this proces
 
 
 def build() -> dict:
-    q = quick()
+    q = default_run()
     tiny = make_config(q["preset"])
     where = "a GPU (ZeroGPU, attached for each run)" if ZERO_GPU else describe_device(device())
     gr.Markdown(
         f"Train a small ViT from scratch and watch it learn. Runs on **{where}**; {PLACES.slots} run(s) at a "
         f"time on this machine, at most {limits.get('VITVIZ_MAX_TRAIN_SECONDS'):g} s each (others wait in "
-        f"line, with their place shown). {live.data_note()}"
+        f"line, with their place shown). {quick.data_note()}"
     )
     c = {}
     with gr.Row():
@@ -315,10 +312,10 @@ def build() -> dict:
         with gr.Column(scale=2):
             c["status"] = gr.Markdown("Press **Train** to start.", elem_id="train-status")
             c["progress"] = gr.HTML(progress_html(0.0))
-            c["curves"] = pic("Loss and accuracy", "curves", show_label=True, value=live.empty_curves())
+            c["curves"] = pic("Loss and accuracy", "curves", show_label=True, value=run_pictures.empty_curves())
             help_line(
                 "Grey: the training loss of each step. Orange dots: a small held-out sample every "
-                f"{live.QUICK_VAL_EVERY_S} s. Circles, once an epoch has ended: blue, the mean of that epoch's "
+                f"{quick.QUICK_VAL_EVERY_S} s. Circles, once an epoch has ended: blue, the mean of that epoch's "
                 "steps (drawn at its middle); orange, every held-out image at its end; a star, the held-out "
                 "images where a run was stopped. Chance is 10% for both data sets."
             )
@@ -371,7 +368,7 @@ def wire(c: dict, shell: Shell, compare_menus: list, demo: gr.Blocks) -> None:
         inputs=[c[k] for k in FORM] + [shell.state],
         outputs=RUN.components({**c, "state": shell.state, "menu_a": compare_menus[0], "menu_b": compare_menus[1]}),
         concurrency_limit=None,
-        concurrency_id="train",  # vitviz.app.places keeps the line
+        concurrency_id="train",  # vitviz.app.serving.places keeps the line
         preprocess=False,
     )  # TrainConfig.parse reads the raw values and answers each with a sentence
     c["api"].click(

@@ -1,6 +1,6 @@
 """How many visitor requests (other than training) are using the machine now.
 
-The Explore, Compare and Model handlers run inside `with ACTIVITY:`; a training run's status
+The Explore, Step by step, Take patches away and Compare handlers run inside `with ACTIVITY:`; a training run's status
 asks `ACTIVITY.recent()` to tell its visitor when they share the cores with others.
 """
 
