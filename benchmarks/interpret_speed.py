@@ -72,7 +72,6 @@ def explore_update(model, pixels):
 
 
 def timm_figures(img, repeats: int):
-    from vitviz.pictures import explanation
 
     cases = {
         "timm/deit_small_patch16_224.fb_in1k": "DeiT-S/16 (timm) 224x224 Explore update (analysis + every picture)",
@@ -81,7 +80,7 @@ def timm_figures(img, repeats: int):
     }
     for key, what in cases.items():
         model = vitviz.load_model(key, pretrained=False)
-        pixels = explanation.image_to_pixels(model, img)
+        pixels = model.pixels(img)
         t = time_it(lambda: explore_update(model, pixels), repeats)
         print(f"{what} median {t:.2f} s; target 1.5 s = {t / 1.5:.2f}x")
 
@@ -105,13 +104,12 @@ def words_figures(img, repeats: int):
     from hf_cache import save
 
     from vitviz.models.words import with_labels
-    from vitviz.pictures import explanation
 
     for name, (kind, vision, text) in WORDS.items():
         with tempfile.TemporaryDirectory() as folder:
             base = vitviz.load_model(f"hf:{save(Path(folder) / kind, kind, vision=vision, text=text)}", max_params=None)
         model = with_labels(base, LABELS)
-        pixels = explanation.image_to_pixels(model, img)
+        pixels = model.pixels(img)
         t = time_it(lambda: explore_update(model, pixels), repeats)
         print(
             f"{name} (transformers) 224x224 Explore update with 10 labels: median {t:.2f} s; target 1.5 s = "

@@ -10,6 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from vitviz.data.datasets import DATASETS  # noqa: E402
+from vitviz.models.hub import loaded  # noqa: E402
 from vitviz.models.vit import ViT, make_config  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("VITVIZ_DATA", ROOT.parent / "shared" / "data"))
@@ -23,6 +24,12 @@ def tiny_model():
     # random (non-zero) head so logits depend on the input
     torch.nn.init.normal_(model.head.weight, std=0.5)
     return model
+
+
+@pytest.fixture
+def tiny(tiny_model):
+    """The tiny ViT's record (vitviz.models.loaded.LoadedViT): what every explaining function takes."""
+    return loaded(tiny_model)
 
 
 @pytest.fixture(scope="session")

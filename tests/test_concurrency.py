@@ -144,12 +144,14 @@ def test_a_training_models_snapshot_is_drawn_while_it_trains():
     """Live-run snapshots draw from the training model between steps; an explain on another thread at the
     same moment must neither change its mode nor see its tensors."""
     from vitviz.explain import interpret
+    from vitviz.models.hub import loaded
     from vitviz.models.vit import ViT, make_config
 
     torch.manual_seed(0)
     training = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4, dropout=0.1)).train()
-    shared = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).eval()
-    torch.nn.init.normal_(shared.head.weight, std=0.5)
+    net = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).eval()
+    torch.nn.init.normal_(net.head.weight, std=0.5)
+    shared, snapshot = loaded(net), loaded(training)  # records, as the app and the live run hold them
     x = torch.randn(2, 3, 32, 32)
     want = interpret.attention_and_relevance(shared, x)
     stop, seen_modes, replies = threading.Event(), set(), []
@@ -162,7 +164,7 @@ def test_a_training_models_snapshot_is_drawn_while_it_trains():
             opt.zero_grad()
             loss.backward()
             opt.step()
-            interpret.attention_maps(training, x)  # a snapshot between steps, as the live run draws them
+            interpret.attention_maps(snapshot, x)  # a snapshot between steps, as the live run draws them
         stop.set()
 
     def explain():
@@ -173,14 +175,14 @@ def test_a_training_models_snapshot_is_drawn_while_it_trains():
     e = threading.Thread(target=explain)
     t.start(), e.start()
     t.join(120), e.join(120)
-    assert seen_modes == {True} and training.training and not shared.training
+    assert seen_modes == {True} and training.training and not net.training
     assert replies
     for r in replies:
         for k in ("logits", "attn", "grad_rollout", "lens", "norms"):
             assert torch.equal(r[k], want[k]), k
 
 
-def test_no_hook_is_left_or_used(tiny_model):
+def test_no_hook_is_left_or_used(tiny_model, tiny):
     """The forward returns what the pictures need: no hook is ever registered on a shared model."""
     from vitviz.explain import interpret, methods
 
@@ -194,12 +196,12 @@ def test_no_hook_is_left_or_used(tiny_model):
 
     torch.nn.Module.register_forward_hook = spy
     try:
-        interpret.attention_and_relevance(tiny_model, x)
-        interpret.walk(tiny_model, x)
-        interpret.token_norms(tiny_model, x)
+        interpret.attention_and_relevance(tiny, x)
+        interpret.walk(tiny, x)
+        interpret.token_norms(tiny, x)
         for name in methods.METHODS:
-            methods.relevance(tiny_model, x, name)
-        interpret.forward_with_attention(small_torchvision_vit(), x, grad=True)
+            methods.relevance(tiny, x, name)
+        interpret.forward_with_attention(loaded(small_torchvision_vit()), x, grad=True)
     finally:
         torch.nn.Module.register_forward_hook = real
     assert calls_seen == []

@@ -10,6 +10,7 @@ from PIL import Image
 from vitviz import preprocess
 from vitviz.data import datasets as D
 from vitviz.data import images as I
+from vitviz.models.hub import loaded
 
 
 def test_load_zip_layout(tmp_path, monkeypatch):
@@ -70,7 +71,7 @@ def _model():
     return describe(ViT(make_config("tiny", embed_dim=32, depth=1)), dataset="cifar10")
 
 
-Model = _model()
+Model = loaded(_model())
 
 
 @pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "P", "CMYK", "I;16", "I", "F", "1", "YCbCr"])

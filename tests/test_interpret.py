@@ -9,11 +9,11 @@ def rand_attn(B=2, L=3, H=4, N=17, seed=0):
     return torch.randn(B, L, H, N, N, generator=g).softmax(-1)
 
 
-def test_attention_maps_shape_rows_and_model_untouched(tiny_model):
+def test_attention_maps_shape_rows_and_model_untouched(tiny_model, tiny):
     tiny_model.train()
     hooks_before = [(len(m._forward_hooks), len(m._forward_pre_hooks)) for m in tiny_model.modules()]
     x = torch.randn(2, 3, 32, 32)
-    attn = interpret.attention_maps(tiny_model, x)
+    attn = interpret.attention_maps(tiny, x)
     cfg = tiny_model.config
     assert attn.shape == (2, cfg.depth, cfg.num_heads, 65, 65)
     torch.testing.assert_close(attn.sum(-1), torch.ones(attn.shape[:-1]), atol=1e-5, rtol=0)
@@ -70,9 +70,9 @@ def test_rollout_discard_keeps_cls_column_and_drops_weakest():
     torch.testing.assert_close(r[0], e / e.sum(-1, keepdim=True))
 
 
-def test_gradient_rollout_matches_hand_computation(tiny_model):
+def test_gradient_rollout_matches_hand_computation(tiny_model, tiny):
     x = torch.randn(2, 3, 32, 32)
-    rel = interpret.gradient_rollout(tiny_model, x)
+    rel = interpret.gradient_rollout(tiny, x)
     assert rel.shape == (2, 64)
     # by hand: the same formula from autograd on the explicit path
     out = tiny_model.forward_intermediates(x, return_attention=True)
@@ -85,7 +85,7 @@ def test_gradient_rollout_matches_hand_computation(tiny_model):
     torch.testing.assert_close(rel, R[:, 0, 1:].detach())
     # a different target gives a different map; all relevance non-negative
     other = (t + 1) % 10
-    assert not torch.allclose(interpret.gradient_rollout(tiny_model, x, other), rel)
+    assert not torch.allclose(interpret.gradient_rollout(tiny, x, other), rel)
     assert (rel >= 0).all()
     assert all(p.grad is None for p in tiny_model.parameters())
 
@@ -112,44 +112,44 @@ def test_mean_attention_distance_uniform_and_identity():
     assert interpret.mean_attention_distance(ident, 4, prefix=1).item() == pytest.approx(0.0, abs=1e-6)
 
 
-def test_pos_embed_similarity(tiny_model):
-    s = interpret.pos_embed_similarity(tiny_model)
+def test_pos_embed_similarity(tiny_model, tiny):
+    s = interpret.pos_embed_similarity(tiny)
     assert s.shape == (64, 64)
     torch.testing.assert_close(s, s.T)
     torch.testing.assert_close(s.diagonal(), torch.ones(64), atol=1e-5, rtol=0)
 
 
-def test_patch_embed_components(tiny_model):
-    comps, var = interpret.patch_embed_components(tiny_model, 8)
+def test_patch_embed_components(tiny_model, tiny):
+    comps, var = interpret.patch_embed_components(tiny, 8)
     assert comps.shape == (8, 3, 4, 4)
     assert comps.min() >= 0 and comps.max() <= 1
     assert (var[:-1] >= var[1:]).all() and var.sum() <= 1 + 1e-6
 
 
-def test_one_pass_agrees_with_parts(tiny_model):
+def test_one_pass_agrees_with_parts(tiny_model, tiny):
     x = torch.randn(2, 3, 32, 32)
-    e = interpret.attention_and_relevance(tiny_model, x, target=3)
-    attn = interpret.attention_maps(tiny_model, x)
+    e = interpret.attention_and_relevance(tiny, x, target=3)
+    attn = interpret.attention_maps(tiny, x)
     torch.testing.assert_close(e["attn"], attn)
     torch.testing.assert_close(e["logits"], tiny_model(x))
-    torch.testing.assert_close(e["grad_rollout"], interpret.gradient_rollout(tiny_model, x, target=3))
+    torch.testing.assert_close(e["grad_rollout"], interpret.gradient_rollout(tiny, x, target=3))
     assert e["target"].tolist() == [3, 3]
 
 
-def test_bad_arguments(tiny_model):
+def test_bad_arguments(tiny_model, tiny):
     with pytest.raises(ValueError):
         interpret.attention_rollout(rand_attn(), "median")
     with pytest.raises(ValueError):
         interpret.attention_rollout(rand_attn(), discard_ratio=1.5)
     with pytest.raises(ValueError):
-        interpret.gradient_rollout(tiny_model, torch.randn(1, 3, 32, 32), target=10)
+        interpret.gradient_rollout(tiny, torch.randn(1, 3, 32, 32), target=10)
     with pytest.raises(ValueError):
         interpret.patch_attention(rand_attn(), 16, prefix=1)
 
 
-def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model):
+def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model, tiny):
     x = torch.randn(2, 3, 32, 32)
-    got = interpret.occlusion(tiny_model, x, batch_size=10, bf16=False)  # the exact path; several batches per image
+    got = interpret.occlusion(tiny, x, batch_size=10, bf16=False)  # the exact path; several batches per image
     assert got.shape == (2, 64)
     with torch.no_grad():
         probs = tiny_model(x).softmax(-1)
@@ -161,13 +161,13 @@ def test_occlusion_matches_hiding_one_patch_at_a_time(tiny_model):
                 xo[..., 4 * r : 4 * r + 4, 4 * c : 4 * c + 4] = 0.0  # the mean colour, normalised
                 want = probs[b, t[b]] - tiny_model(xo).softmax(-1)[0, t[b]]
                 assert got[b, p].item() == pytest.approx(want.item(), abs=1e-5)
-    other = interpret.occlusion(tiny_model, x, target=(int(t[0]) + 1) % 10, bf16=False)
+    other = interpret.occlusion(tiny, x, target=(int(t[0]) + 1) % 10, bf16=False)
     assert not torch.allclose(other[0], got[0])  # class-specific
 
 
-def test_token_norms_match_running_the_blocks_by_hand(tiny_model):
+def test_token_norms_match_running_the_blocks_by_hand(tiny_model, tiny):
     x = torch.randn(2, 3, 32, 32)
-    got = interpret.token_norms(tiny_model, x)
+    got = interpret.token_norms(tiny, x)
     assert got.shape == (2, 2, 65)
     with torch.no_grad():
         m = tiny_model

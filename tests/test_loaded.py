@@ -6,7 +6,7 @@ import torch
 import vitviz
 from vitviz.explain import sanity
 from vitviz.models.hub import loaded
-from vitviz.models.loaded import LoadedViT
+from vitviz.models.loaded import Adapter, LoadedViT
 
 
 def test_the_record_of_each_family():
@@ -24,6 +24,7 @@ def test_the_record_of_each_family():
         r = loaded(m.module)  # a module's record is built from it, and a record is handed back as it is
         prefix, grid, patch, has_head = want[id(m)]
         assert isinstance(m, LoadedViT) and loaded(m) is m and r.module is m.module and r.card is m.card
+        assert isinstance(r.adapter, Adapter)  # every family gives the record the same names (a typed Protocol)
         assert (r.layout.prefix, r.layout.grid, r.layout.patch_size) == (prefix, grid, patch)
         assert (r.head is not None) == has_head and r.device == torch.device("cpu")
         assert r.layout.at_row(0).name == "CLS" and r.layout.at_row(len(prefix)).name == "patch 0"
@@ -50,16 +51,22 @@ def test_every_weight_randomised_changes_every_tensor(which):
     assert all(torch.equal(v, before[k]) for k, v in m.module.state_dict().items())  # the original is untouched
 
 
-def test_a_module_goes_wherever_its_record_does():
+def test_a_module_is_wrapped_once_where_it_is_made():
+    """The explaining functions take the record; a module of one's own is wrapped once (hub.loaded), and a bare
+    module passed to them is refused with a sentence, not half-explained."""
     from vitviz.explain import interpret, methods
 
     r = vitviz.load_model()
     m = r.module
     x = torch.randn(1, 3, 32, 32)
-    assert torch.equal(interpret.occlusion(r, x, bf16=False), interpret.occlusion(m, x, bf16=False))
+    again = loaded(m)  # a record built from the module: the same answers as the loaded one
+    assert loaded(r) is r and again.module is m and again.card is r.card
+    assert torch.equal(interpret.occlusion(r, x, bf16=False), interpret.occlusion(again, x, bf16=False))
     for name in methods.METHODS:
         if name != "occlusion":
-            assert torch.equal(methods.relevance(r, x, name), methods.relevance(m, x, name)), name
+            assert torch.equal(methods.relevance(r, x, name), methods.relevance(again, x, name)), name
+            with pytest.raises(TypeError, match="take a model's record"):
+                methods.relevance(m, x, name)
 
 
 @pytest.mark.parametrize(

@@ -25,53 +25,56 @@ def _legrad_by_hand(model, x, t):
     return (total - lo) / (hi - lo)
 
 
-def test_legrad_matches_the_paper_written_out(tiny_model):
+def test_legrad_matches_the_paper_written_out(tiny_model, tiny):
     x = torch.randn(3, 3, 32, 32)
     t = tiny_model(x).argmax(-1)
-    got = interpret.legrad(tiny_model, x)
+    got = interpret.legrad(tiny, x)
     assert got.shape == (3, 64) and got.min() >= 0 and got.max() <= 1
     torch.testing.assert_close(got, _legrad_by_hand(tiny_model, x, t), atol=1e-5, rtol=1e-4)
 
 
-def test_legrad_is_class_specific(tiny_model):
+def test_legrad_is_class_specific(tiny_model, tiny):
     x = torch.randn(1, 3, 32, 32)
-    a, b = interpret.legrad(tiny_model, x, target=0), interpret.legrad(tiny_model, x, target=1)
+    a, b = interpret.legrad(tiny, x, target=0), interpret.legrad(tiny, x, target=1)
     assert (a - b).abs().max() > 0.05
 
 
 def test_legrad_of_an_untrained_head_is_flat():
+    from vitviz.models.hub import loaded
     from vitviz.models.vit import ViT, make_config
 
     m = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).eval()  # the head starts at zeros
-    assert float(interpret.legrad(m, torch.randn(1, 3, 32, 32)).abs().max()) == 0
+    assert float(interpret.legrad(loaded(m), torch.randn(1, 3, 32, 32)).abs().max()) == 0
+    with pytest.raises(TypeError, match="take a model's record"):  # a module is wrapped once, by its caller
+        interpret.legrad(m, torch.randn(1, 3, 32, 32))
 
 
-def test_occlusion_in_bf16_stays_near_fp32(tiny_model):
+def test_occlusion_in_bf16_stays_near_fp32(tiny_model, tiny):
     x = torch.randn(1, 3, 32, 32)
-    exact, low = interpret.occlusion(tiny_model, x, bf16=False), interpret.occlusion(tiny_model, x, bf16=True)
+    exact, low = interpret.occlusion(tiny, x, bf16=False), interpret.occlusion(tiny, x, bf16=True)
     assert (exact - low).abs().max() < 0.05
 
 
-def test_default_occlusion_takes_the_precision_measured_faster_here(tiny_model):
+def test_default_occlusion_takes_the_precision_measured_faster_here(tiny_model, tiny):
     """The default is the path measured faster for forward passes on this machine (bf16 or fp32, kept for the
     process), and the unoccluded image runs in the same precision as the occluded ones."""
     x = torch.randn(2, 3, 32, 32)
-    chosen = interpret.inference_precision(tiny_model, x)
-    default = interpret.occlusion(tiny_model, x)
-    assert torch.equal(default, interpret.occlusion(tiny_model, x))  # the same choice every call
+    chosen = interpret.inference_precision(tiny, x)
+    default = interpret.occlusion(tiny, x)
+    assert torch.equal(default, interpret.occlusion(tiny, x))  # the same choice every call
     if not chosen.bf16:
-        assert torch.equal(default, interpret.occlusion(tiny_model, x, bf16=False))
+        assert torch.equal(default, interpret.occlusion(tiny, x, bf16=False))
     elif chosen.choice.attention == "fp32":  # bf16=True: bf16 matmuls, attention by the fp32 kernel
-        assert torch.equal(default, interpret.occlusion(tiny_model, x, bf16=True))
-    assert interpret.inference_precision(tiny_model, x).choice == chosen.choice  # kept, not measured again
-    assert (default - interpret.occlusion(tiny_model, x, bf16=False)).abs().max() < 0.05
+        assert torch.equal(default, interpret.occlusion(tiny, x, bf16=True))
+    assert interpret.inference_precision(tiny, x).choice == chosen.choice  # kept, not measured again
+    assert (default - interpret.occlusion(tiny, x, bf16=False)).abs().max() < 0.05
 
 
-def test_deletion_curve_against_hiding_by_hand(tiny_model):
+def test_deletion_curve_against_hiding_by_hand(tiny_model, tiny):
     x = torch.randn(2, 3, 32, 32)
     rel = torch.randn(2, 64)
     t = tiny_model(x).argmax(-1)
-    got = methods.curves(tiny_model, x, rel, t, steps=4)
+    got = methods.curves(tiny, x, rel, t, steps=4)
     assert got.shape == (2, 5)
     with torch.no_grad():
         for b in range(2):
@@ -83,17 +86,17 @@ def test_deletion_curve_against_hiding_by_hand(tiny_model):
                     xo[..., 4 * r : 4 * r + 4, 4 * c : 4 * c + 4] = 0
                 want = tiny_model(xo).softmax(-1)[0, t[b]]
                 assert got[b, k].item() == pytest.approx(want.item(), abs=1e-5)
-    ins = methods.curves(tiny_model, x, rel, t, steps=4, insertion=True)
+    ins = methods.curves(tiny, x, rel, t, steps=4, insertion=True)
     torch.testing.assert_close(ins[:, -1], got[:, 0])  # everything revealed is the whole image
     assert methods.auc(torch.ones(1, 5)).item() == pytest.approx(1.0)
 
 
-def test_every_method_gives_one_value_per_patch(tiny_model):
+def test_every_method_gives_one_value_per_patch(tiny_model, tiny):
     x = torch.randn(2, 3, 32, 32)
     for name in methods.METHODS:
-        assert methods.relevance(tiny_model, x, name).shape == (2, 64), name
+        assert methods.relevance(tiny, x, name).shape == (2, 64), name
     with pytest.raises(ValueError):
-        methods.relevance(tiny_model, x, "saliency")
+        methods.relevance(tiny, x, "saliency")
 
 
 def test_spearman_against_its_definition():
@@ -107,10 +110,10 @@ def test_spearman_against_its_definition():
     assert sanity.spearman(torch.ones(1, 4), a[:1]).item() == 0  # a flat map keeps no order
 
 
-def test_cascade_randomises_from_the_top_and_leaves_the_model(tiny_model):
+def test_cascade_randomises_from_the_top_and_leaves_the_model(tiny_model, tiny):
     before = {k: v.clone() for k, v in tiny_model.state_dict().items()}
     stages = []
-    for label, m in sanity.cascade(tiny_model):
+    for label, m in sanity.cascade(tiny):
         changed = {
             k.split(".")[0] + ("." + k.split(".")[1] if k.startswith("blocks") else "")
             for k, v in m.module.state_dict().items()
@@ -125,18 +128,18 @@ def test_cascade_randomises_from_the_top_and_leaves_the_model(tiny_model):
         assert torch.equal(v, before[k])  # the model itself is never changed
 
 
-def test_randomised_head_changes_class_maps_but_not_rollout(tiny_model):
+def test_randomised_head_changes_class_maps_but_not_rollout(tiny_model, tiny):
     """What the sanity check predicts: rollout never reads the head; gradient rollout, occlusion and LeGrad do."""
     x = torch.randn(4, 3, 32, 32)
     t = tiny_model(x).argmax(-1)
-    rnd = sanity.randomised(tiny_model, "head")
+    rnd = sanity.randomised(tiny, "head")
     assert rnd.card.name.endswith("head randomised") and not rnd.card.metrics
     for name in ("gradient rollout", "occlusion", "LeGrad"):
-        rho = sanity.spearman(methods.relevance(tiny_model, x, name, t), methods.relevance(rnd, x, name, t))
+        rho = sanity.spearman(methods.relevance(tiny, x, name, t), methods.relevance(rnd, x, name, t))
         assert rho.mean() < 0.9, name
     for name in ("attention rollout", "last-layer attention"):
-        torch.testing.assert_close(methods.relevance(tiny_model, x, name), methods.relevance(rnd, x, name))
-    checks = sanity.checks(tiny_model, x, ["attention rollout", "LeGrad"])
+        torch.testing.assert_close(methods.relevance(tiny, x, name), methods.relevance(rnd, x, name))
+    checks = sanity.checks(tiny, x, ["attention rollout", "LeGrad"])
     assert checks["head"]["attention rollout"].mean().item() == pytest.approx(1.0)
     assert checks["+ embeddings (everything)"]["attention rollout"].mean() < 0.9
 
@@ -159,17 +162,9 @@ def test_legrad_is_ahead_of_random_on_deletion_with_the_shipped_model():
 
     import vitviz
     from vitviz.data import gallery
-    from vitviz.data.images import pixels_to_tensor
-    from vitviz.pictures.explanation import image_to_pixels
 
     model = vitviz.load_model()
-    card = model.card
-    x = torch.cat(
-        [
-            pixels_to_tensor(image_to_pixels(model, Image.open(p)), card.mean, card.std)
-            for p, _ in gallery.items("cifar10")[:60]
-        ]
-    )
+    x = model.tensor([model.pixels(Image.open(p)) for p, _ in gallery.items("cifar10")[:60]])
     with torch.no_grad():
         t = model(x).argmax(-1)
     legrad = methods.auc(methods.curves(model, x, interpret.legrad(model, x, t), t, steps=8)).mean()

@@ -16,8 +16,8 @@ PACKAGE = ROOT / "vitviz"
 # before it, never after; the package's own __init__ modules that re-export the app sit with the app's top
 LAYERS = [
     ["vitviz.runtime"],
-    ["vitviz.models"],
     ["vitviz.data"],
+    ["vitviz.models"],
     ["vitviz.explain"],
     ["vitviz.training"],
     ["vitviz.pictures"],

@@ -67,7 +67,7 @@ def test_vitviz_bf16_0_chooses_fp32_without_measuring(monkeypatch):
     assert not c.bf16 and "VITVIZ_BF16=0" in c.reason
 
 
-def test_the_real_measurement_agrees_with_its_own_timings_and_changes_nothing():
+def test_the_real_measurement_agrees_with_its_own_timings_and_changes_nothing(tiny):
     """On this machine, whatever it is: the choice follows the timings it reports, and the model's weights,
     gradients and the random generator are as they were."""
     torch.manual_seed(3)
@@ -138,7 +138,7 @@ def test_every_attention_path_gives_the_exact_attention_within_bf16_rounding(pat
     assert (glq.double() - gq).abs().max() < 0.05
 
 
-def test_a_model_gives_nearly_the_same_logits_by_every_attention_path():
+def test_a_model_gives_nearly_the_same_logits_by_every_attention_path(tiny):
     torch.manual_seed(0)
     model = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).eval()
     torch.nn.init.normal_(model.head.weight, std=0.5)
@@ -151,17 +151,17 @@ def test_a_model_gives_nearly_the_same_logits_by_every_attention_path():
 
 
 @pytest.mark.parametrize("bf16", [False, True])
-def test_occlusion_baseline_runs_in_the_same_precision_as_the_hidden_patches(tiny_model, bf16):
+def test_occlusion_baseline_runs_in_the_same_precision_as_the_hidden_patches(tiny_model, bf16, tiny):
     """A patch already at the mean colour hides nothing: its effect is exactly 0 in either precision (a
     baseline in fp32 against occluded passes in bf16 would show about 0.005 there)."""
     x = torch.randn(2, 3, 32, 32)
     x[:, :, :4, :4] = 0  # patch 0 is the mean colour already
-    occ = interpret.occlusion(tiny_model, x, bf16=bf16)
+    occ = interpret.occlusion(tiny, x, bf16=bf16)
     assert torch.equal(occ[:, 0], torch.zeros(2))
     assert occ.abs().max() > 1e-3  # other patches do matter
 
 
-def test_a_run_says_which_precision_it_took_and_why():
+def test_a_run_says_which_precision_it_took_and_why(tiny):
     from helpers import synthetic_cifar
 
     from vitviz.training.loop import TrainConfig, train
@@ -175,7 +175,7 @@ def test_a_run_says_which_precision_it_took_and_why():
 
 
 @pytest.mark.bf16
-def test_on_a_cpu_with_bf16_units_the_model_is_timed_in_both_precisions():
+def test_on_a_cpu_with_bf16_units_the_model_is_timed_in_both_precisions(tiny):
     """Native bf16 units make the small matmul faster in bf16, so the whole passes are timed in both."""
     model = ViT(make_config("tiny", embed_dim=32, depth=2, num_heads=4)).train()
     c = measure(model, CPU, batch_size=16)

@@ -49,7 +49,7 @@ def test_pos_tiles_layout_inverts():
 def test_explore_pictures_follow_the_model(name):
     model = load_model(name)
     cfg = model.card.config
-    pixels = explanation.image_to_pixels(model, Image.open(gallery.items(name)[0][0]))
+    pixels = model.pixels(Image.open(gallery.items(name)[0][0]))
     assert pixels.shape == (cfg.image_size, cfg.image_size, cfg.in_chans)
     ex = explanation.analyse(model, pixels)
     assert ex.attn.shape == (cfg.depth, cfg.num_heads, 1 + cfg.num_patches, 1 + cfg.num_patches)
@@ -101,21 +101,21 @@ def test_a_panel_carries_its_title_and_a_colour_bar_of_its_own_values():
         assert len(set(ticks)) == 3 and not any("e" in t for t in ticks), (lo, hi, ticks)
 
 
-def test_an_untrained_head_gets_a_sentence_not_a_blank_map(tiny_model):
+def test_an_untrained_head_gets_a_sentence_not_a_blank_map(tiny_model, tiny):
     from vitviz.pictures import explore as explore_pictures
 
     torch.nn.init.zeros_(tiny_model.head.weight)
     torch.nn.init.zeros_(tiny_model.head.bias)
     pixels = np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8)
-    ex = explanation.analyse(tiny_model, pixels)
+    ex = explanation.analyse(tiny, pixels)
     assert float(ex.grad_rollout.abs().max()) == 0  # nothing to draw ...
-    v, _ = explore_pictures.render_explore(tiny_model, ex)
-    assert "starting zeros" in explore_pictures.flat_relevance_reason(tiny_model)
+    v, _ = explore_pictures.render_explore(tiny, ex)
+    assert "starting zeros" in explore_pictures.flat_relevance_reason(tiny)
     grey = (v.class_map == 238).all(-1).mean()
     assert grey > 0.3  # ... so the panel is the grey message box, not a flat colour map
 
 
-def test_a_click_on_the_input_picks_the_patch_under_it_or_cls():
+def test_a_click_on_the_input_picks_the_patch_under_it_or_cls(tiny):
     from vitviz.models.vit import make_config
 
     cfg = make_config("tiny")
@@ -142,7 +142,7 @@ def test_a_signed_map_is_drawn_on_a_diverging_scale_centred_on_zero():
     runs from -a to a, a its largest magnitude, so that 0 is the colour map's white middle; its title says
     what each side means. A map that cannot be negative keeps its own one-way range."""
     model = load_model("cifar10")
-    pixels = explanation.image_to_pixels(model, Image.open(gallery.items("cifar10")[3][0]))
+    pixels = model.pixels(Image.open(gallery.items("cifar10")[3][0]))
     ex = explanation.analyse(model, pixels)
     occ = explanation.class_map(model, ex, "occlusion")
     assert float(occ.min()) < 0 < float(occ.max())  # this image has patches on both sides

@@ -80,9 +80,7 @@ def test_walk_tensors_are_the_stages_of_the_forward_pass():
 def test_every_stage_renders_and_names_the_models_numbers(name, vit):
     model = vit if name == "vit_b_16" else load_model(name)
     cfg = vitviz.models.card.card_of(model).config
-    pixels = explanation.image_to_pixels(
-        model, Image.open(gallery.items("mnist" if name == "mnist" else "cifar10")[0][0])
-    )
+    pixels = model.pixels(Image.open(gallery.items("mnist" if name == "mnist" else "cifar10")[0][0]))
     w = steps.walk_image(model, pixels)
     view, fresh = steps.render_steps(model, w, block=cfg.depth, token=model.layout.token(cfg.num_patches - 1))
     assert fresh == {n for n, _ in steps_tab.STAGES}
@@ -143,9 +141,12 @@ def test_the_tab_follows_the_image_only_while_it_is_open():
 
 def test_the_explore_view_draws_the_same_logit_lens_from_its_own_forward_pass():
     model = load_model("cifar10")
-    pixels = explanation.image_to_pixels(model, Image.open(EXAMPLE))
+    pixels = model.pixels(Image.open(EXAMPLE))
     ex = explanation.analyse(model, pixels)
-    x = vitviz.data.images.pixels_to_tensor(pixels, model.card.mean, model.card.std)
+    x = model.tensor(pixels)
+    from vitviz.data.images import pixels_to_tensor  # the record's tensor is the plain normalisation, on its device
+
+    torch.testing.assert_close(x, pixels_to_tensor(pixels, model.card.mean, model.card.std))
     torch.testing.assert_close(ex.lens, interpret.logit_lens(model, x)[0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(ex.lens[-1], ex.probs, atol=1e-5, rtol=1e-4)
 
@@ -162,7 +163,11 @@ def test_a_click_on_any_stage_picks_the_token_under_it():
             assert 0 <= spot.x and spot.x + spot.cw * spot.cols <= picture.shape[1] + 1, (name, spot)
             assert 0 <= spot.y and spot.y + spot.ch * spot.rows <= picture.shape[0] + 1, (name, spot)
             assert 0 <= spot.first and spot.first + spot.count <= K + cfg.num_patches
-    pick = lambda name, x, y: steps_tab.picker(name)({"path": EXAMPLE}, "cifar10", 2, -1, None, None, v, Evt([x, y]))  # noqa
+
+    def pick(name, x, y):  # the number the token control is set to, in the one event the click causes
+        out = steps_tab.picker(name)({"path": EXAMPLE}, "cifar10", 2, -1, None, None, v, Evt([x, y]))
+        return dict(zip(steps_tab.TOKEN_PAGE.names, out))["patch"]
+
     s = view.spots["input"][0]  # stage 1's grid: row 2, column 5 is patch 21; the CLS tile is -1
     assert pick("input", s.x + 5.5 * s.cw, s.y + 2.5 * s.ch) == 21
     cls = view.spots["input"][1]

@@ -12,7 +12,7 @@ from helpers import EXAMPLE, skipped
 from PIL import Image
 
 from vitviz.app import link, menu
-from vitviz.app.inputs import pixels_for
+from vitviz.app.inputs import read_image
 from vitviz.app.state import Visitor
 from vitviz.app.tabs import compare
 from vitviz.data import gallery
@@ -39,7 +39,7 @@ def test_compare_opens_on_a_pair_that_fits_and_explains_one_class_on_both_sides(
     assert not np.array_equal(predicted["class_map_a"], out["class_map_a"])  # 'cat' is not the prediction here
     # each side's pictures name their model: the left's picture is the bare one under a line naming it
     model = menu.resolve_model("cifar10")
-    ex = explanation.analyse(model, pixels_for(model, EXAMPLE))
+    ex = explanation.analyse(model, model.pixels(read_image(EXAMPLE)))
     bare, _ = compare.explore_pictures.render_explore(model, ex, compare.explore_pictures.Options(), compact=True)
     named = predicted["rollout_a"]
     title = title_block(model.card.title, named.shape[1])
@@ -158,7 +158,7 @@ def test_large_type_draws_the_pictures_text_larger_and_patch_numbers_fit_a_corne
 
 def test_the_components_are_labelled_with_their_share_of_the_variance():
     model = menu.resolve_model("cifar10")
-    images = [explanation.image_to_pixels(model, Image.open(p)) for p, _ in gallery.items("cifar10")[:4]]
+    images = [model.pixels(Image.open(p)) for p, _ in gallery.items("cifar10")[:4]]
     s = explanation.summarise_model(model, images)
     shares = [100 * float(v) for v in s.variance]
     assert sum(shares) <= 100 + 1e-6 and shares == sorted(shares, reverse=True)

@@ -132,6 +132,7 @@ def test_the_sanity_checks_and_curves_on_timm_models():
 
 def test_occlusion_and_gradient_rollout_against_hand_computations_on_a_small_timm_vit():
     from vitviz.models.card import ModelCard, describe
+    from vitviz.models.hub import loaded
     from vitviz.models.timm_vit import config_of
 
     m = tiny_timm_vit(reg_tokens=2)
@@ -146,7 +147,8 @@ def test_occlusion_and_gradient_rollout_against_hand_computations_on_a_small_tim
         kind="timm",
     )
     x = torch.randn(1, 3, 32, 32)
-    occ = interpret.occlusion(m, x, bf16=False)
+    r = loaded(m)  # its record, once: what the explaining functions take
+    occ = interpret.occlusion(r, x, bf16=False)
     with torch.no_grad():
         p = m(x).softmax(-1)[0]
         t = int(p.argmax())
@@ -154,8 +156,8 @@ def test_occlusion_and_gradient_rollout_against_hand_computations_on_a_small_tim
         xo[..., 8:16, 0:8] = 0  # patch 4 of the 4 x 4 grid
         want = p[t] - m(xo).softmax(-1)[0, t]
     assert occ[0, 4].item() == pytest.approx(want.item(), abs=1e-5)
-    gr = interpret.gradient_rollout(m, x)
-    assert gr.shape == (1, 16) and interpret.num_prefix(m) == 3  # CLS and two registers left out
+    gr = interpret.gradient_rollout(r, x)
+    assert gr.shape == (1, 16) and interpret.num_prefix(r) == 3  # CLS and two registers left out
 
 
 LOAD = """
@@ -353,10 +355,10 @@ def test_a_register_is_a_token_to_select(monkeypatch):
     with pytest.raises(gr.Error, match=r"between -3 and 15 \(patches 0 to 15, -1 CLS, -2 to -3 registers 1 to 2\)"):
         explore.explain(image, "timm/tiny_reg", patch=-4)
 
-    pixels = explanation.image_to_pixels(r, read_image(image))
+    pixels = r.pixels(read_image(image))
     ex = explanation.analyse(r, pixels, None)
     x = vitviz.preprocess(read_image(image), r)
-    _, attn = interpret.forward_with_attention(m, x)  # the module itself, as the reference
+    _, attn = interpret.forward_with_attention(loaded(m), x)  # its own record built anew, as the reference
     for prefix, want_name in ((0, "CLS"), (1, "register 1"), (2, "register 2")):
         drawer = explore_pictures._Drawer(r, ex, explore_pictures.Options(token=r.layout.token(-1 - prefix)))
         assert drawer.who == want_name

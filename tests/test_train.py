@@ -312,10 +312,11 @@ def test_the_weight_average_follows_its_formula_and_the_run_reports_it():
     for e, a in zip(expect, avg.module.parameters()):
         assert torch.allclose(e, a, atol=1e-6)
     from vitviz.explain import interpret
+    from vitviz.models.hub import loaded
 
     done = events(TrainConfig(epochs=1, ema=0.9, **TINY))[-1]
     assert done["event"] == "done" and not done["model"].training
-    assert interpret.legrad(done["model"], torch.randn(1, 3, 32, 32)).shape == (
+    assert interpret.legrad(loaded(done["model"]), torch.randn(1, 3, 32, 32)).shape == (
         1,
         64,
     )  # the average explains as any model

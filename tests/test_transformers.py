@@ -11,6 +11,7 @@ from PIL import Image
 import vitviz
 from vitviz.explain import interpret, methods
 from vitviz.models.bound import ModelError, TooLarge
+from vitviz.models.loaded import Adapter
 
 KINDS = {  # repo -> (the prefix tokens, the row the prediction reads)
     "test/vit": (("CLS",), "CLS"),
@@ -89,6 +90,7 @@ def test_each_class_equals_transformers_own_forward(offline, repo):
     v = vitviz.load_model(f"hf:{repo}")
     ref = reference(repo)
     assert v.card.kind == "transformers" and v.layout.prefix == KINDS[repo][0] and v.layout.reader == KINDS[repo][1]
+    assert isinstance(v.adapter, Adapter)
     x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
     out = v.forward_intermediates(x)
     with torch.no_grad():

@@ -94,6 +94,7 @@ def test_legrad_occlusion_and_the_cascade_on_a_torchvision_vit():
 
     from vitviz.explain import methods, sanity
     from vitviz.models.card import ModelCard, describe
+    from vitviz.models.hub import loaded
     from vitviz.models.tv_vit import config_of
 
     torch.manual_seed(0)
@@ -102,19 +103,20 @@ def test_legrad_occlusion_and_the_cascade_on_a_torchvision_vit():
     ).eval()
     torch.nn.init.normal_(m.heads.head.weight, std=0.5)  # torchvision starts its head at zeros
     describe(m, ModelCard(config=config_of(m), classes=tuple("abcde"), mean=(0.5,) * 3, std=(0.5,) * 3))
+    r = loaded(m)
     x = torch.randn(2, 3, 32, 32)
     for name in methods.METHODS:
-        assert methods.relevance(m, x, name).shape == (2, 16), name
-    occ = interpret.occlusion(m, x, bf16=False)
+        assert methods.relevance(r, x, name).shape == (2, 16), name
+    occ = interpret.occlusion(r, x, bf16=False)
     with torch.no_grad():
         p = m(x).softmax(-1)
         t = p.argmax(-1)
         xo = x[:1].clone()
         xo[..., 8:16, 16:24] = 0  # patch 6
         assert occ[0, 6].item() == pytest.approx((p[0, t[0]] - m(xo).softmax(-1)[0, t[0]]).item(), abs=1e-5)
-    got = interpret.legrad(m, x, target=t)
+    got = interpret.legrad(r, x, target=t)
     assert got.shape == (2, 16) and float(got.max()) == pytest.approx(1.0)
-    stages = [label for label, _ in sanity.cascade(m)]
+    stages = [label for label, _ in sanity.cascade(r)]
     assert stages == ["trained", "head", "head + block 2", "+ block 1", "+ embeddings (everything)"]
-    rnd = sanity.randomised(m, "all")
+    rnd = sanity.randomised(r, "all")
     assert not torch.equal(rnd.module.encoder.pos_embedding, m.encoder.pos_embedding)

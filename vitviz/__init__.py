@@ -4,10 +4,10 @@ from vitviz.runtime import zerogpu
 
 if zerogpu.enabled():
     import spaces  # noqa: F401  ZeroGPU needs it imported before anything touches CUDA
-from vitviz.data.images import preprocess
 from vitviz.explain.interpret import zero_shot
 from vitviz.models.card import ModelCard, card_of, describe
 from vitviz.models.hub import load_model
+from vitviz.models.loaded import preprocess
 from vitviz.models.vit import PRESETS, ViT, ViTConfig, make_config
 from vitviz.models.words import with_labels
 

@@ -11,11 +11,10 @@ import os
 from collections.abc import Callable
 
 import gradio as gr
-import numpy as np
 from PIL import Image
 
 from vitviz.data.images import open_image
-from vitviz.models.loaded import LoadedViT, Token, TokenLayout
+from vitviz.models.loaded import Token, TokenLayout
 from vitviz.pictures import explanation
 
 FUSIONS = ["mean", "max", "min"]
@@ -65,20 +64,6 @@ def _read_image(payload: ImagePayload) -> Image.Image:
         return open_image(str(path))
     except ValueError as e:
         raise gr.Error(f"That file could not be used: {e}.") from None
-
-
-def pixels_for(model: LoadedViT, payload: ImagePayload) -> np.ndarray:
-    """What `model` sees of the uploaded image: (H, W, C) uint8."""
-    return image_and_pixels(model, payload)[1]
-
-
-def image_and_pixels(model: LoadedViT, payload: ImagePayload) -> tuple[Image.Image, np.ndarray]:
-    """The uploaded image, opened once, and what `model` sees of it."""
-    image = read_image(payload)
-    try:
-        return image, explanation.image_to_pixels(model, image)
-    except ValueError as e:
-        raise FieldError(f"That image could not be used: {e}.", "image") from None
 
 
 def number(value: object, what: str, lo: float, hi: float, default: float | None = None, where: str = "") -> float:

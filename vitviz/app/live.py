@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from vitviz.models import checkpoint
+from vitviz.models.hub import loaded
 from vitviz.pictures import run as run_pictures
 from vitviz.pictures.style import Style, drawn_with
 from vitviz.runtime import scratch
@@ -105,7 +106,7 @@ def stream_run(
             if ev["at"] == "epoch" or now - last_snap >= snapshot_every_s:
                 last_snap = now
                 with drawn_with(style):
-                    probes, pos = run_pictures.render_snapshot(ev["model"], px, py, data.classes)
+                    probes, pos = run_pictures.render_snapshot(loaded(ev["model"]), px, py, data.classes)
                 yield Update(status=None, progress=None, probes=probes, pos_tiles=pos)
         elif kind == "epoch":
             history.append(ev)
@@ -121,7 +122,7 @@ def stream_run(
         elif kind in ("done", "stopped"):
             with drawn_with(style):
                 last = (
-                    run_pictures.render_snapshot(ev["model"], px, py, data.classes),
+                    run_pictures.render_snapshot(loaded(ev["model"]), px, py, data.classes),
                     run_pictures.curves(history, steps, quick, style),
                 )
             yield finished(kind, ev, last, history, reached, out, kept, cfg)

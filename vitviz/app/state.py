@@ -2,7 +2,8 @@
 
 What every tab follows (the shown image's gallery and example, the tab looked at, the note beside the
 menu) is `Crossing`; what one tab computed for one image and model, and the pictures it drew from it,
-is that tab's `TabState`, kept under one cache key (`image_key`), so that no tab reads another's.
+is that tab's `TabState`, kept under one cache key (vitviz.app.selection.Selection.key), so that no tab reads
+another's.
 """
 
 from __future__ import annotations
@@ -12,21 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from vitviz.app.serving.picfiles import REPLIES, PictureFiles
-from vitviz.models.loaded import LoadedViT
 from vitviz.pictures.explore import PictureCache
 from vitviz.pictures.style import Style, drawn_with
 from vitviz.runtime import memory
 
 DEFAULT_EXAMPLE = 3  # the gallery image the page opens on
 NONE_SELECTED = -1  # the gallery's selected_index when no example is shown (None leaves the old one marked)
-
-
-def image_key(model_key: str, model: LoadedViT, pixels: np.ndarray, *more) -> tuple:
-    """What a tab's result depends on: the model chosen (by its menu key and the very record) and the pixels."""
-    return (model_key, id(model), hash(pixels.tobytes()), *more)
 
 
 @dataclass
@@ -97,6 +90,7 @@ class Visitor:
     explore: TabState = field(default_factory=TabState)  # result: the Explanation
     steps: TabState = field(default_factory=TabState)  # result: the steps.Walk
     removal: TabState = field(default_factory=TabState)  # result: the removal.Study
+    pictures: dict = field(default_factory=dict)  # the images decoded for it (vitviz.app.selection.Picture)
 
     def drawing(self) -> contextlib.AbstractContextManager:
         """Draw in this visitor's style inside the block."""
@@ -133,6 +127,7 @@ class Visitor:
 
     def _forget_results(self):
         self.files.clear()
+        self.pictures.clear()
         for tab in self.tabs():
             tab.clear()
 

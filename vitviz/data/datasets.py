@@ -7,7 +7,7 @@ works too) or, with neither, through torchvision's download. Either way the
 images end up in memory as uint8 tensors (N, C, H, W), decoded once and cached.
 
 Any single image (a visitor's, a file's) becomes what the model sees in
-vitviz.data.images (``to_pixels`` / ``preprocess``).
+vitviz.data.images (``to_pixels``; a model's own: vitviz.models.loaded.LoadedViT.prepare).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vitviz.models.loaded import LoadedViT
+    pass
 
 import io
 from pathlib import Path
@@ -20,7 +20,6 @@ import torch
 from PIL import Image, ImageOps
 
 from vitviz.data.datasets import MAX_PIXELS, normalize
-from vitviz.models.hub import loaded
 
 
 def open_image(path_or_bytes: str | Path | bytes) -> Image.Image:
@@ -117,12 +116,3 @@ def pixels_to_tensor(pixels: np.ndarray, mean: tuple[float, ...], std: tuple[flo
     """uint8 (H, W, C) -> normalised float (1, C, H, W)."""
     x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(2, 0, 1)[None]
     return normalize(x, mean, std)
-
-
-def preprocess(image: Image.Image, model: LoadedViT | torch.nn.Module) -> torch.Tensor:
-    """A PIL image (any mode, any size) -> the (1, C, H, W) float tensor `model` expects."""
-    card = loaded(model).card
-    pixels = to_pixels(
-        image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark, prepare=card.prepare
-    )
-    return pixels_to_tensor(pixels, card.mean, card.std)

@@ -14,7 +14,6 @@ import math
 import torch
 
 from vitviz.explain.layout import num_prefix
-from vitviz.models.hub import loaded
 
 
 def grid_side(num_patches: int) -> int:
@@ -51,7 +50,7 @@ def pos_embed_similarity(model: LoadedViT) -> torch.Tensor | None:
     """(P, P) cosine similarity between the patch positions' learned embeddings (prefix tokens left out: the
     patches' positions are the last P in every family); None for a model with rotary positions (DINOv3), which
     learns no embedding per position."""
-    v = loaded(model)
+    v = model
     if v.adapter.pos_embed is None:
         return None
     pe = v.adapter.pos_embed.detach()[0, -v.layout.num_patches :].float()  # (P, D)
@@ -64,7 +63,7 @@ def patch_embed_components(model: LoadedViT, k: int = 16) -> tuple[torch.Tensor,
 
     Returns (components (k, C, p, p), each scaled to [0, 1] for display; explained variance ratio (k,)).
     """
-    w = loaded(model).adapter.patch_embed.proj.weight.detach().float()  # (D, C, p, p)
+    w = model.adapter.patch_embed.proj.weight.detach().float()  # (D, C, p, p)
     D = w.shape[0]
     flat = w.reshape(D, -1)
     flat = flat - flat.mean(0, keepdim=True)

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from PIL import Image
 
-    from vitviz.models.loaded import LoadedViT, TokenLayout
-
 import torch
 
 from vitviz.explain.geometry import (  # noqa: F401  the Model tab's measures, here with the rest
@@ -32,8 +30,7 @@ from vitviz.explain.geometry import (  # noqa: F401  the Model tab's measures, h
     pos_embed_similarity,
 )
 from vitviz.explain.layout import needs_classes, num_prefix, read_row  # noqa: F401
-from vitviz.models.hub import loaded
-from vitviz.models.loaded import eval_mode
+from vitviz.models.loaded import LoadedViT, TokenLayout, eval_mode
 from vitviz.models.vit import ViT, attend
 from vitviz.runtime import speed
 from vitviz.runtime.device import Precision
@@ -43,14 +40,26 @@ from vitviz.runtime.speed import Choice, fp32
 def classify(model: LoadedViT, tokens: torch.Tensor) -> torch.Tensor:
     """Logits from (B, N, D) tokens as the model's final norm and head read them (its CLS token, or what its
     head pools), as if the model stopped where these tokens are."""
-    return loaded(model).classify(tokens)
+    return record(model).classify(tokens)
 
 
 def intermediates(model: LoadedViT, x: torch.Tensor, grad: bool = False) -> dict:
     """One eval-mode pass that returns everything it computed, from this call alone (LoadedViT's
     forward_intermediates). No hook goes on the model and nothing is kept on it, so any number of threads can
     share one model."""
-    return loaded(model).forward_intermediates(x, grad)
+    return record(model).forward_intermediates(x, grad)
+
+
+def record(model: LoadedViT) -> LoadedViT:
+    """`model`, which must be a record: TypeError with a sentence for a bare module (wrap it once, where it is
+    made: vitviz.load_model, or vitviz.models.hub.loaded)."""
+    if not isinstance(model, LoadedViT):
+        raise TypeError(
+            "vitviz's explaining functions take a model's record (vitviz.models.loaded.LoadedViT), not a bare "
+            f"{type(model).__name__}: use vitviz.load_model(...), or vitviz.models.hub.loaded(module) once for a "
+            "module of your own"
+        )
+    return model
 
 
 def forward_with_attention(
@@ -149,7 +158,7 @@ def _relevance_of(model: LoadedViT, out: dict, score: torch.Tensor) -> torch.Ten
     attns, pool = out["attn"], out.get("pool")
     grads = _grad(score, attns + ([pool] if pool is not None else []))
     bar = None if pool is None else (grads[-1].float() * pool.detach().float()).clamp(min=0).mean(1)  # (B, N)
-    return read_row(loaded(model).layout, _rolled(attns, grads[: len(attns)]), bar).detach()
+    return read_row(model.layout, _rolled(attns, grads[: len(attns)]), bar).detach()
 
 
 def _grad(score: torch.Tensor, attns: list[torch.Tensor], retain: bool = False) -> list[torch.Tensor]:
@@ -201,7 +210,7 @@ def inference_precision(model: LoadedViT, x: torch.Tensor, images: int = 8) -> P
     model and `images` copies of x's first image, in fp32 and in bf16; for vitviz's own ViT, its attention
     alone by each path too) by the first call that needs it."""
     device = x.device
-    module = loaded(model).module
+    module = model.module
 
     def measure() -> speed.Choice:
         batch = x[:1].expand(images, *x.shape[1:]).contiguous()
@@ -250,7 +259,7 @@ def occlusion(
     exact path). The unoccluded image runs in the same precision as the occluded ones, so that rounding never
     shows up as a patch's effect."""
     needs_classes(model)
-    v = loaded(model)
+    v = model
     patch = v.layout.patch_size
     B, _, H, W = x.shape
     P = (H // patch) * (W // patch)
@@ -288,7 +297,7 @@ def legrad(model: LoadedViT, x: torch.Tensor, target: torch.Tensor | int | None 
     attention applied to layer l's tokens. The patches' values are summed over the layers and min-max scaled
     per image (all zeros when nothing depends on the patches). `target` None: the predicted class."""
     needs_classes(model)
-    v = loaded(model)
+    v = model
     out = intermediates(model, x, grad=True)
     attns, K = out["attn"], v.layout.num_prefix
     t = _targets(out["logits"], target)
@@ -346,7 +355,7 @@ def lens(model: LoadedViT, blocks: torch.Tensor) -> torch.Tensor:
     """(B, L, N, D) block outputs -> (B, L, C) class probabilities: each block's tokens through the model's
     final norm and head (what the model would predict if it stopped there; for CLIP and SigLIP, each layer's
     pooled token through the final norm and projection against every label), by the model's own rule."""
-    v = loaded(model)
+    v = model
     with torch.no_grad():
         return v.probabilities(
             torch.stack([classify(v, blocks[:, i].to(v.dtype)) for i in range(blocks.shape[1])], 1).float()
@@ -367,10 +376,9 @@ def zero_shot(
     a list (None: vitviz.models.words.DEFAULT_LABELS), in `template` ("a photo of a {}."): CLIP's softmax over
     the labels, SigLIP's independent sigmoids. For the maps of a label, explain with
     `vitviz.models.words.with_labels(model, labels)` as the model."""
-    from vitviz.data.images import preprocess
     from vitviz.models.words import with_labels
 
     v = with_labels(model, labels, template)
     with torch.no_grad():
-        p = v.probabilities(v(preprocess(image, v).to(v.device)).float())[0]
+        p = v.probabilities(v(v.prepare(image)[1]).float())[0]
     return dict(zip(v.card.classes, p.tolist()))

@@ -10,7 +10,6 @@ if TYPE_CHECKING:
 
 import torch
 
-from vitviz.models.hub import loaded
 from vitviz.models.loaded import TokenLayout
 
 
@@ -21,12 +20,12 @@ def num_prefix(model: LoadedViT | TokenLayout | int) -> int:
         raise TypeError("give the token layout: the model's record, its TokenLayout, or the number of prefix tokens")
     if isinstance(model, int):
         return model
-    return model.num_prefix if isinstance(model, TokenLayout) else loaded(model).layout.num_prefix
+    return model.num_prefix if isinstance(model, TokenLayout) else model.layout.num_prefix
 
 
 def needs_classes(model: LoadedViT) -> None:
     """ValueError with a sentence when the model has no classes to explain (DINO, DINOv2, DINOv3 backbones)."""
-    v = loaded(model)
+    v = model
     if v.head is None:
         raise ValueError(
             f"{v.card.title} has no classifier (it learned without labels), so there is no class to explain; its "

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import torch
 
 from vitviz.explain import interpret
-from vitviz.models.hub import loaded
 from vitviz.models.loaded import eval_mode
 
 
@@ -85,6 +84,7 @@ RANDOM = "random order"  # the baseline every deletion curve is drawn against
 
 def relevance(model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tensor | int | None = None) -> torch.Tensor:
     """(B, P) values of `method` for the images `x` and class `target` (None: the predicted class)."""
+    interpret.record(model)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
     if METHODS[method].class_specific:
@@ -99,7 +99,7 @@ def relevance(model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tens
         out = interpret.intermediates(model, x)
     attn, pool = torch.stack(out["attn"], 1).float(), out.get("pool")
     pool = None if pool is None else pool.float().mean(1)  # SigLIP: its pooling query's attention, heads averaged
-    layout = loaded(model).layout
+    layout = model.layout
     if method == "attention rollout":
         return interpret.read_row(layout, interpret.attention_rollout(attn), pool)
     eye = torch.eye(attn.shape[-1], device=attn.device).expand_as(attn[:, -1, 0])
@@ -129,7 +129,7 @@ def ranks(relevance: torch.Tensor) -> torch.Tensor:
 def hide(model: LoadedViT, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     """`x` with the patches where `hidden` (B, P) is true set to the mean colour (interpret.hide_patches, at
     the model's patch size)."""
-    return interpret.hide_patches(x, hidden, loaded(model).card.config.patch_size)
+    return interpret.hide_patches(x, hidden, model.card.config.patch_size)
 
 
 @torch.no_grad()
@@ -144,7 +144,7 @@ def curves(
 ) -> torch.Tensor:
     """(B, steps + 1) probability of `target` (B,) as the patches are hidden (or, `insertion`, revealed)
     most relevant first, after 0, 1/steps, ..., all of them."""
-    v = loaded(model)
+    v = model
     B, P = relevance.shape
     r = ranks(relevance)
     counts = [round(k * P / steps) for k in range(steps + 1)]

@@ -44,7 +44,7 @@ def cascade(model: LoadedViT, seed: int = 0) -> Iterator[tuple[str, LoadedViT]]:
     """Yield (stage label, model) from the trained model through every randomisation stage. The model
     yielded (a record, vitviz.models.loaded) is one copy, randomised further at each stage; `model` itself is never
     changed."""
-    a = loaded(copy.deepcopy(loaded(model).module).eval())
+    a = loaded(copy.deepcopy(model.module).eval())
     yield "trained", a
     if a.head is not None:  # a model without a classifier has no head stage to randomise
         _reinit(a.head, seed)
@@ -66,7 +66,7 @@ def randomised(model: LoadedViT, kind: str, seed: int = 0) -> LoadedViT:
     """A copy of `model` with its head ("head") or every weight ("all") randomised, its card saying so."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {sorted(KINDS)}")
-    card = loaded(model).card
+    card = model.card
     stop = "head" if kind == "head" else "+ embeddings (everything)"
     for label, m in cascade(model, seed):
         if label == stop:

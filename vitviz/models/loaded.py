@@ -15,9 +15,13 @@ its adapter: vitviz.models.vit (ours), vitviz.models.tv_vit, vitviz.models.timm_
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
+import numpy as np
 import torch
+from PIL import Image
 
+from vitviz.data.images import pixels_to_tensor, to_pixels
 from vitviz.models.card import ModelCard
 
 
@@ -144,11 +148,35 @@ class eval_mode:
             self.module.train(True)
 
 
+@runtime_checkable
+class Adapter(Protocol):
+    """What a family's adapter gives its record, by the same names for every family: our ViT is its own
+    (vitviz.models.vit), then vitviz.models.tv_vit.TorchvisionAdapter, timm_vit.TimmAdapter and
+    hf_towers.HFAdapter. A family whose prediction is not read off CLS says so in `reader`; one with a text tower
+    also has `text` (its tower), `words` (the labels' embeddings), `logits` and `pool`."""
+
+    blocks: torch.nn.ModuleList  # the encoder blocks, in order
+    norm: torch.nn.Module  # the final norm
+    patch_embed: torch.nn.Module  # with .proj, the convolution that embeds each patch
+    pos_embed: torch.Tensor | None  # the positional embedding, (1, N or P, D); None for rotary positions
+
+    @property
+    def head(self) -> torch.nn.Module | None: ...  # the classifier
+
+    def prefix_names(self) -> tuple[str, ...]: ...  # the tokens before the patches, by name
+
+    def embeddings(self) -> list[torch.nn.Parameter]: ...  # the learned tokens and positions
+
+    def classify(self, tokens: torch.Tensor) -> torch.Tensor: ...  # logits from (B, N, D) tokens
+
+    def forward_intermediates(self, x: torch.Tensor, return_attention: bool = True) -> dict: ...
+
+
 @dataclass(frozen=True, eq=False)
 class LoadedViT:
     module: torch.nn.Module  # the network
     card: ModelCard  # what it is: config, classes, normalisation, record
-    adapter: object  # its family's names: blocks, norm, head, patch_embed, pos_embed, forward_intermediates
+    adapter: Adapter  # its family's names: blocks, norm, head, patch_embed, pos_embed, forward_intermediates
     layout: TokenLayout
 
     @property
@@ -171,6 +199,26 @@ class LoadedViT:
     @property
     def std(self) -> tuple[float, ...]:
         return self.card.std
+
+    def pixels(self, image: Image.Image) -> np.ndarray:
+        """What the model sees of `image` (a PIL image of any mode and size): uint8 (H, W, C), resized and cropped
+        as its card says (a `transformers` model: as its own image processor does); ValueError with a sentence
+        for an image it cannot use."""
+        card = self.card
+        return to_pixels(
+            image, self.input_size[0], card.config.in_chans, invert_light=card.light_on_dark, prepare=card.prepare
+        )
+
+    def tensor(self, pixels: np.ndarray | list[np.ndarray]) -> torch.Tensor:
+        """uint8 (H, W, C) pixels (or a list of them) as the normalised float (B, C, H, W) the model takes, on its
+        device."""
+        batch = pixels if isinstance(pixels, list) else [pixels]
+        return torch.cat([pixels_to_tensor(p, self.mean, self.std) for p in batch]).to(self.device)
+
+    def prepare(self, image: Image.Image) -> tuple[np.ndarray, torch.Tensor]:
+        """(what the model sees of `image`, the tensor it takes of it): each image's preparation, written once."""
+        pixels = self.pixels(image)
+        return pixels, self.tensor(pixels)
 
     @property
     def blocks(self) -> torch.nn.ModuleList:
@@ -220,3 +268,9 @@ class LoadedViT:
 def module_of(model: torch.nn.Module | LoadedViT) -> torch.nn.Module:
     """The network of a record, or the module itself: for what works on weights (saving, copying, training)."""
     return model.module if isinstance(model, LoadedViT) else model
+
+
+def preprocess(image: Image.Image, model: LoadedViT) -> torch.Tensor:
+    """A PIL image (any mode, any size) -> the (1, C, H, W) float tensor `model` (its record) takes, on its
+    device: `vitviz.preprocess`."""
+    return model.prepare(image)[1]

@@ -19,9 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vitviz.data.images import pixels_to_tensor, to_pixels
 from vitviz.explain import interpret
-from vitviz.models.hub import loaded
 from vitviz.pictures import draw, figures
 from vitviz.pictures.panels import Scale, message_panel, panel
 
@@ -69,16 +67,9 @@ def original_thumbnail(image: Image.Image, box: int = 200) -> np.ndarray:
     return np.asarray(im.resize(size, Image.NEAREST if scale > 1 else Image.BILINEAR))
 
 
-def image_to_pixels(model: LoadedViT, image: Image.Image) -> np.ndarray:
-    card = loaded(model).card
-    return to_pixels(
-        image, card.config.image_size, card.config.in_chans, invert_light=card.light_on_dark, prepare=card.prepare
-    )
-
-
 def parse_target(model: LoadedViT, target: int | None) -> int | None:
     """None for the predicted class; a class index from an index, a name or 'predicted'."""
-    classes = loaded(model).card.classes
+    classes = model.card.classes
     if target is None or target == "" or (isinstance(target, str) and target.lower().startswith("predicted")):
         return None
     if isinstance(target, (int, np.integer)) or (
@@ -96,8 +87,8 @@ def parse_target(model: LoadedViT, target: int | None) -> int | None:
 
 def analyse(model: LoadedViT, pixels: np.ndarray, target: int | None = None) -> Explanation:
     """One forward and backward pass: probabilities, attention and gradient rollout for `target`."""
-    card, v = loaded(model).card, loaded(model)
-    x = pixels_to_tensor(pixels, card.mean, card.std).to(v.device)
+    v = model
+    x = model.tensor(pixels)
     K = v.layout.num_prefix
     if v.head is None:  # no classifier (DINO, DINOv2): no class, no logit lens; its features instead
         with torch.no_grad():
@@ -133,8 +124,7 @@ def class_map(model: LoadedViT, ex: Explanation, method: str) -> torch.Tensor:
     from vitviz.explain.methods import relevance
 
     if method not in ex.maps:
-        card = loaded(model).card
-        x = pixels_to_tensor(ex.pixels, card.mean, card.std).to(loaded(model).device)
+        x = model.tensor(ex.pixels)
         ex.maps[method] = relevance(model, x, method, ex.target)[0].cpu()
     return ex.maps[method]
 
@@ -142,7 +132,7 @@ def class_map(model: LoadedViT, ex: Explanation, method: str) -> torch.Tensor:
 def what_it_knows(model: LoadedViT) -> str:
     """The prediction box's title: which classes the model knows, at what size (a photo of anything else still
     gets one of them)."""
-    v = loaded(model)
+    v = model
     card = v.card
     s, n = card.config.image_size, len(card.classes)
     if n == 0:
@@ -158,13 +148,13 @@ def what_it_knows(model: LoadedViT) -> str:
 def shown_classes(model: LoadedViT) -> int:
     """How many classes the prediction box lists: the top 5, or every label of a model scored in words (up to
     10)."""
-    v = loaded(model)
+    v = model
     return min(10, len(v.card.classes)) if v.zero_shot else 5
 
 
 def top_k(model: LoadedViT, probs: torch.Tensor, k: int | None = None) -> dict[str, float]:
     """The `k` most probable classes (None: `shown_classes`) with their probabilities."""
-    classes = loaded(model).card.classes
+    classes = model.card.classes
     k = shown_classes(model) if k is None else k
     p, i = probs.topk(min(k, len(probs)))
     return {classes[j]: float(v) for v, j in zip(p.tolist(), i.tolist())}
@@ -199,11 +189,10 @@ class ModelSummary:
 
 def distance_over_batch(model: LoadedViT, images: list[np.ndarray], batch_size: int = 50) -> torch.Tensor:
     """Mean attention distance (L, H) over a batch of input pixel arrays."""
-    card = loaded(model).card
-    device = loaded(model).device
+    card = model.card
     total, n = None, 0
     for i in range(0, len(images), batch_size):
-        x = torch.cat([pixels_to_tensor(p, card.mean, card.std) for p in images[i : i + batch_size]]).to(device)
+        x = model.tensor(list(images[i : i + batch_size]))
         d = interpret.mean_attention_distance(
             interpret.attention_maps(model, x), card.config.patch_size, prefix=model
         ) * len(x)
@@ -215,7 +204,7 @@ def distance_over_batch(model: LoadedViT, images: list[np.ndarray], batch_size: 
 def summarise_model(model: LoadedViT, images: list[np.ndarray]) -> ModelSummary:
     """The expensive part of the Model tab: attention distances over `images`, the SVD (no pictures: they are
     drawn for each visitor, in their style)."""
-    cfg = loaded(model).card.config
+    cfg = model.card.config
     comps, var = interpret.patch_embed_components(model, 16)
     N = cfg.num_patches  # uniform attention over the patches alone: the same whatever comes before them
     return ModelSummary(
@@ -295,7 +284,7 @@ def pos_click_to_position(x: float, y: float, cfg: ViTConfig) -> int:
 
 
 def model_card(model: LoadedViT) -> str:
-    r = loaded(model)
+    r = model
     card, cfg = r.card, r.card.config
     params = sum(p.numel() for p in r.module.parameters())
     prefix = r.layout.counted()

@@ -18,7 +18,6 @@ import torch
 
 from vitviz.explain import interpret
 from vitviz.explain.methods import DEFAULT_CLASS_MAP, METHODS
-from vitviz.models.hub import loaded
 from vitviz.models.loaded import LoadedViT, Token
 from vitviz.pictures import draw
 from vitviz.pictures.backbone import backbone_panel, similarity_panel
@@ -128,13 +127,13 @@ class _Drawer:
     """The pictures of one explanation under one set of options."""
 
     def __init__(self, model: LoadedViT, ex: Explanation, o: Options):
-        self.card, self.ex, self.o = loaded(model).card, ex, o
+        self.card, self.ex, self.o = model.card, ex, o
         cfg = self.card.config
         self.g, self.S = cfg.grid_size, main_size(cfg)
         self.L, self.H = ex.attn.shape[:2]
         self.mode = "bilinear" if o.smooth else "nearest"
         self.K = ex.prefix  # CLS, then distillation or register tokens
-        self.token = o.token or loaded(model).layout.token(-1)
+        self.token = o.token or model.layout.token(-1)
         self.row = self.token.row  # the selected token's row of attention; None: SigLIP's pooling query
         self.who = self.token.name
         # SigLIP's pooling query: its attention is its pooling head's (H, N), after the last block
@@ -178,7 +177,7 @@ class _Drawer:
         return np.asarray(draw.draw_grid(pic, self.g, numbers=False, highlight=self.token.patch, color=(90, 90, 90)))
 
     def sees(self) -> np.ndarray:
-        return sees_picture(self.ex.pixels, self.g, self.S, self.token.patch, first_tile(loaded(self.model).layout))
+        return sees_picture(self.ex.pixels, self.g, self.S, self.token.patch, first_tile(self.model.layout))
 
     def rollout(self) -> np.ndarray:
         return self._own(
@@ -190,7 +189,7 @@ class _Drawer:
             return similarity_panel(self.ex, self.token.patch, self.S, self.o.alpha)
         method = METHODS[self.o.method]
         cls = self.card.classes[self.ex.target]
-        noun = "label" if loaded(self.model).zero_shot else "class"
+        noun = "label" if self.model.zero_shot else "class"
         why = f"the predicted {noun}" if self.ex.target == int(self.ex.probs.argmax()) else f"the chosen {noun}"
         title = f"{method.name[0].upper() + method.name[1:]}" + (f" for '{cls}'" if method.class_specific else "")
         m = class_map(self.model, self.ex, method.name)
@@ -279,7 +278,7 @@ class _Drawer:
 
 
 def flat_relevance_reason(model: LoadedViT) -> str:
-    head = loaded(model).head  # ours: a Linear; torchvision's: its `heads`; timm's: its head
+    head = model.head  # ours: a Linear; torchvision's: its `heads`; timm's: its head
     weights = [p for name, p in head.named_parameters() if name.endswith("weight")] if head is not None else []
     if weights and not any(p.detach().any() for p in weights):
         return (
@@ -298,7 +297,7 @@ def render_explore(
 ) -> tuple[ExploreView, set[str]]:
     """The Explore view and the names of the pictures drawn now (the rest came from `cache` unchanged).
     `compact`: the top 5, rollout, gradient rollout and rollout by layer (the Compare view)."""
-    layout = loaded(model).layout
+    layout = model.layout
     o = replace(
         options,
         token=layout.kept(options.token.number if options.token else -1),  # one this model has, else CLS
@@ -320,7 +319,7 @@ def render_explore(
 
 
 def explore_summary(model: LoadedViT, ex: Explanation, o: Options) -> str:
-    r = loaded(model)
+    r = model
     cfg, cls = r.card.config, r.card.classes
     prefix = r.layout.counted()
     sees = (

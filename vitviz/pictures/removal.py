@@ -24,9 +24,7 @@ import torch
 from matplotlib.figure import Figure
 from PIL import ImageDraw
 
-from vitviz.data.images import pixels_to_tensor
 from vitviz.explain import methods
-from vitviz.models.hub import loaded
 from vitviz.models.loaded import eval_mode
 from vitviz.pictures import draw, figures
 from vitviz.pictures.explanation import top_k
@@ -63,10 +61,10 @@ class Study:
 def study(model: LoadedViT, pixels: np.ndarray, seed: int = 0, costly: bool = True) -> Study:
     """Every map and curve for the predicted class; without `costly`, no occlusion and no curves (a model too
     large for the machine's budget: vitviz.app.serving.limits)."""
-    card = loaded(model).card
-    x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
+    card = model.card
+    x = model.tensor(pixels)
     with eval_mode(model), torch.no_grad():
-        probs = loaded(model).probabilities(model(x).float())[0]
+        probs = model.probabilities(model(x).float())[0]
     t = int(probs.argmax())
     target = torch.tensor([t], device=x.device)
     maps = {name: methods.relevance(model, x, name, t) for name in methods.METHODS if costly or name != "occlusion"}
@@ -101,12 +99,12 @@ class RemovalView:
 
 def render_removal(model: LoadedViT, s: Study, hidden: set[int], why_not: str = "") -> RemovalView:
     """The view for the `hidden` patches; `why_not`: the sentence shown instead of the curves (not studied)."""
-    card = loaded(model).card
+    card = model.card
     cfg = card.config
     mask = torch.zeros(1, cfg.num_patches, dtype=torch.bool)
     mask[0, sorted(hidden)] = True
     with eval_mode(model), torch.no_grad():
-        probs = loaded(model).probabilities(model(methods.hide(model, s.x, mask.to(s.x.device))).float())[0].cpu()
+        probs = model.probabilities(model(methods.hide(model, s.x, mask.to(s.x.device))).float())[0].cpu()
     now = float(probs[s.target])
     cls = card.classes[s.target]
     summary = (

@@ -8,8 +8,7 @@ import torch
 
 from vitviz.data.datasets import normalize
 from vitviz.explain import interpret
-from vitviz.models.hub import loaded
-from vitviz.models.vit import ViT
+from vitviz.models.loaded import LoadedViT
 from vitviz.pictures import draw, figures
 from vitviz.pictures.panels import Scale, panel
 from vitviz.pictures.style import Style, drawn_with
@@ -17,10 +16,10 @@ from vitviz.pictures.style import Style, drawn_with
 
 @torch.no_grad()
 def render_snapshot(
-    model: ViT, probes_x: torch.Tensor, probes_y: torch.Tensor, classes: list[str]
+    r: LoadedViT, probes_x: torch.Tensor, probes_y: torch.Tensor, classes: list[str]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(rollout over the probe images with their predictions, positional-similarity tiles)."""
-    r = loaded(model)
+    """(rollout over the probe images with their predictions, positional-similarity tiles) of the run's model
+    (its record, `r`)."""
     card = r.card
     x = normalize(probes_x.to(r.device), card.mean, card.std)
     logits, attn = interpret.forward_with_attention(r, x)  # in eval mode, the run's mode restored (models.loaded)
@@ -42,7 +41,7 @@ def render_snapshot(
         "Rollout from CLS on fixed images, with the prediction (green: right, red: wrong)",
         Scale("rolled-out attention", 0, 1, "each image its own range", relative=True),
     )
-    sim = interpret.pos_embed_similarity(model)
+    sim = interpret.pos_embed_similarity(r)
     pos = draw.pos_similarity_tiles(sim, tile_size=max(14, min(28, 240 // g)))
     return probes, panel(
         pos,

@@ -13,9 +13,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from vitviz.data.images import pixels_to_tensor
 from vitviz.explain import interpret
-from vitviz.models.hub import loaded
 from vitviz.models.loaded import LoadedViT, Token
 from vitviz.pictures import draw, figures, spots
 from vitviz.pictures.explanation import nearest_one_based
@@ -42,8 +40,8 @@ class Walk:
 
 
 def walk_image(model: LoadedViT, pixels: np.ndarray) -> Walk:
-    card = loaded(model).card
-    x = pixels_to_tensor(pixels, card.mean, card.std).to(loaded(model).device)
+    card = model.card
+    x = model.tensor(pixels)
     w = interpret.walk(model, x)
     L = w["blocks"].shape[1]
     lens = interpret.lens(model, w["blocks"])[0].cpu() if card.classes else torch.zeros(L, 0)  # no classifier: no lens
@@ -132,7 +130,7 @@ def _sequence(pixels: np.ndarray, g: int, patch: int | None, first: int) -> tupl
 
 
 def _filters(model: LoadedViT, k: int = 16) -> np.ndarray:
-    weight = loaded(model).adapter.patch_embed.proj.weight
+    weight = model.adapter.patch_embed.proj.weight
     w = weight.detach().float().cpu()[:k]  # (k, C, p, p)
     lo = w.flatten(1).amin(1)[:, None, None, None]
     hi = w.flatten(1).amax(1)[:, None, None, None]
@@ -152,7 +150,7 @@ FILTER_COLOURS = (
 def _head(model: LoadedViT, w: Walk) -> np.ndarray:
     """The last stage: the head's logits and probabilities, a model scored in words' comparison with each label,
     or why a model without a classifier has none."""
-    v = loaded(model)
+    v = model
     if not v.card.classes:
         return message_panel(224, "The head", NO_HEAD)
     return label_bars(model, w.logits) if v.zero_shot else _bars(model, w)
@@ -160,7 +158,7 @@ def _head(model: LoadedViT, w: Walk) -> np.ndarray:
 
 def _bars(model: LoadedViT, w: Walk) -> np.ndarray:
     """The head: the largest logits and their softmax probabilities, side by side."""
-    classes = loaded(model).card.classes
+    classes = model.card.classes
     return figures.score_bars(
         classes, w.logits, w.logits.softmax(-1), "logit (the head's raw score)", "softmax probability (%)"
     )
@@ -170,8 +168,8 @@ def _block(model: LoadedViT, w: Walk, block: int, row: int, stand_in: bool = Fal
     """Block `block` (1-based): every head's attention from the token in place `row` of the sequence, and the
     tokens' norms after it; and the patches' spots on both. `stand_in`: the row stands in for SigLIP's pooling
     query, which is in no block (the title says so)."""
-    cfg = loaded(model).card.config
-    layout = loaded(model).layout
+    cfg = model.card.config
+    layout = model.layout
     K = layout.num_prefix
     g = cfg.grid_size
     H = w.attn.shape[1]
@@ -227,7 +225,7 @@ def _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch) -> dict[s
 def _positions_text(model: LoadedViT, front: str, N: int, D: int, grow: float, patch: int | None) -> str | None:
     """The fourth stage's sentence where the usual one is false: no learned positions (rotary), or no token put
     in front (SigLIP); None otherwise."""
-    v = loaded(model)
+    v = model
     if interpret.pos_embed_similarity(v) is None:
         return (
             f"{front} put in front ({N} tokens). No positional embedding is added: inside every attention, each "
@@ -247,7 +245,7 @@ def _positions_text(model: LoadedViT, front: str, N: int, D: int, grow: float, p
 
 def _reads(model: LoadedViT) -> str:
     """What reads the tokens to predict, in words."""
-    v = loaded(model)
+    v = model
     if v.layout.reader == "pooling query":
         return "the pooling head reading the final-normed tokens, scored against your labels,"
     if v.layout.reader == "CLS and distillation":
@@ -259,13 +257,13 @@ def _reads(model: LoadedViT) -> str:
 
 def texts(model: LoadedViT, w: Walk, block: int, patch: int | None) -> dict[str, str]:
     """The sentences of every stage, with this model's numbers."""
-    card = loaded(model).card
+    card = model.card
     cfg, classes = card.config, card.classes
     P, D, N, L, p, C = cfg.num_patches, cfg.embed_dim, cfg.num_patches + 1, cfg.depth, cfg.patch_size, cfg.in_chans
     g = cfg.grid_size
     mean = ", ".join(f"{v:.3g}" for v in card.mean)
     std = ", ".join(f"{v:.3g}" for v in card.std)
-    layout = loaded(model).layout
+    layout = model.layout
     K = layout.num_prefix
     N = layout.num_tokens
     grow = float((w.tokens[K:] - w.patches).norm(dim=-1).mean() / w.patches.norm(dim=-1).mean().clamp_min(1e-12))
@@ -292,7 +290,7 @@ def texts(model: LoadedViT, w: Walk, block: int, patch: int | None) -> dict[str,
         + ", ".join(f"{c} {100 * v:.0f}%" for c, v in top)
         + ".",
         "head_text": head_sentence(model, w.logits)
-        if loaded(model).zero_shot
+        if model.zero_shot
         else f"After block {L} the final norm and a linear head turn the CLS token's {D} values into "
         f"{len(classes)} logits; softmax makes them probabilities: **{classes[final]}** "
         f"({100 * float(w.logits.softmax(-1)[final]):.1f}%).",
@@ -311,20 +309,20 @@ def render_steps(
     """Every stage for block `block` (1-based, clamped) and the selected token (vitviz.models.loaded.Token; None,
     or one this model lacks: the first, CLS), and the names of the pictures drawn now: those that do not depend on
     what changed come from `cache`."""
-    cfg = loaded(model).card.config
+    cfg = model.card.config
     L, g = cfg.depth, cfg.grid_size
     block = nearest_one_based(block, L, default=1)
-    token = loaded(model).layout.kept(token.number if token else -1)
-    patch, K = token.patch, loaded(model).layout.num_prefix
+    token = model.layout.kept(token.number if token else -1)
+    patch, K = token.patch, model.layout.num_prefix
     row = 0 if token.row is None else token.row  # SigLIP's pooling query is in no row: patch 0's stands in
     cache = cache or PictureCache()
     sim_at = patch if patch is not None else (g * g) // 2 + g // 2
-    prefix = ", ".join(loaded(model).layout.prefix)
+    prefix = ", ".join(model.layout.prefix)
     tokens = (
         f"{len(w.tokens)} tokens (" + (f"{prefix} first, CLS outlined" if K else "the patches alone") + ") + positions"
     )
     made = {
-        "input": (("patch", patch), lambda: _input(cfg, loaded(model).layout, w.pixels, patch)),
+        "input": (("patch", patch), lambda: _input(cfg, model.layout, w.pixels, patch)),
         "sequence": (("patch", patch), lambda: _sequence(w.pixels, g, patch, K)),
         "embedding": (
             (),
@@ -345,8 +343,8 @@ def render_steps(
         "lens": (
             (),
             lambda: (
-                lens_panel(loaded(model).card.classes, w.lens)
-                if loaded(model).card.classes
+                lens_panel(model.card.classes, w.lens)
+                if model.card.classes
                 else message_panel(224, "The logit lens", NO_HEAD),
                 [],
             ),
@@ -374,7 +372,7 @@ def _similarity(model: LoadedViT, position: int, K: int) -> tuple:
         title,
         Scale("cosine similarity", -1.0, 1.0, "one scale, -1 to 1", cmap="viridis"),
     )
-    return pic, spots.under_title([spots.grid(0, 0, 224, loaded(model).card.config.grid_size, K)], title, 224, 224)
+    return pic, spots.under_title([spots.grid(0, 0, 224, model.card.config.grid_size, K)], title, 224, 224)
 
 
 def _side(a: tuple, b: tuple) -> tuple:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vitviz.models.hub import loaded
 from vitviz.models.loaded import LoadedViT
 from vitviz.pictures import figures
 
@@ -14,7 +13,7 @@ from vitviz.pictures import figures
 def cosines(model: LoadedViT, logits: torch.Tensor) -> torch.Tensor:
     """(C,) cosine of the image's embedding with each label's text embedding, from the model's (C,) scores:
     score = exp(scale) x cosine (+ bias for SigLIP)."""
-    words = loaded(model).adapter.words
+    words = model.adapter.words
     bias = 0.0 if words.bias is None else float(words.bias)
     return (logits.float() - bias) / float(words.scale.exp())
 
@@ -22,7 +21,7 @@ def cosines(model: LoadedViT, logits: torch.Tensor) -> torch.Tensor:
 def label_bars(model: LoadedViT, logits: torch.Tensor) -> np.ndarray:
     """The labels' cosines with the image and their probabilities by the model's rule, side by side (the 10 most
     probable)."""
-    v = loaded(model)
+    v = model
     rule = "sigmoid of each score (%)" if v.adapter.words.sigmoid else "softmax over the labels (%)"
     probs = v.probabilities(logits.float())
     return figures.score_bars(
@@ -32,7 +31,7 @@ def label_bars(model: LoadedViT, logits: torch.Tensor) -> np.ndarray:
 
 def head_sentence(model: LoadedViT, logits: torch.Tensor) -> str:
     """The last step in words, with this model's numbers."""
-    v = loaded(model)
+    v = model
     words, classes = v.adapter.words, v.card.classes
     probs = v.probabilities(logits.float())
     best = int(probs.argmax())

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from vitviz.data.datasets import Split, normalize
 from vitviz.explain.interpret import inference_precision
 from vitviz.models.card import card_of
+from vitviz.models.hub import loaded
 from vitviz.models.vit import ViT
 from vitviz.runtime.device import Precision
 
@@ -35,7 +36,7 @@ def evaluate(
     device = device or next(model.parameters()).device
     card = card_of(model)
     if precision is None and amp and len(split):  # the precision measured fastest for forward passes here
-        precision = inference_precision(model, normalize(split.x[:1].to(device), card.mean, card.std))
+        precision = inference_precision(loaded(model), normalize(split.x[:1].to(device), card.mean, card.std))
     precision = precision or Precision(torch.device(device), amp=False)
     was_training = model.training
     model.eval()

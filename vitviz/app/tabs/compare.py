@@ -13,9 +13,10 @@ import gradio as gr
 import numpy as np
 
 from vitviz.app.handlers import Outputs, follow_image, follower, warning
-from vitviz.app.inputs import FUSIONS, PREDICTED, ImagePayload, choice, number, pixels_for
+from vitviz.app.inputs import FUSIONS, PREDICTED, ImagePayload, choice, number
 from vitviz.app.menu import SHARED, in_words, model_choices, resolve_model, title_of, typed_key
 from vitviz.app.page import Shell
+from vitviz.app.selection import select
 from vitviz.app.serving.activity import ACTIVITY
 from vitviz.app.serving.limits import method_refusal
 from vitviz.app.state import Visitor, visitor
@@ -42,7 +43,8 @@ def one_side(
             raise gr.Error(too_costly)
         classes = model.card.classes
         known = target in classes
-        ex = explanation.analyse(model, pixels_for(model, image), classes.index(target) if known else None)
+        s = select(visitor(state), image, key, *words)  # a visitor's file is decoded once, kept for both sides
+        ex = explanation.analyse(s.model, s.pixels, classes.index(target) if known else None)
     except gr.Error as e:
         return [None] * len(SIDE), f"⚠️ {e.message}"
     with visitor(state).drawing():

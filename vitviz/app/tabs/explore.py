@@ -10,7 +10,6 @@ the same sentence. A newly selected token (a click, its number, its menu, Back t
 from __future__ import annotations
 
 import gradio as gr
-import numpy as np
 import torch
 
 from vitviz.app import switch
@@ -21,19 +20,17 @@ from vitviz.app.inputs import (
     FieldError,
     ImagePayload,
     choice,
-    image_and_pixels,
     layer_index,
     number,
-    pixels_for,
     selected_token,
 )
 from vitviz.app.menu import in_words, resolve_model
 from vitviz.app.page import Shell
+from vitviz.app.selection import Selection, select
 from vitviz.app.serving.activity import ACTIVITY
 from vitviz.app.serving.limits import method_refusal
-from vitviz.app.state import Visitor, image_key, visitor
+from vitviz.app.state import Visitor, visitor
 from vitviz.app.tabs.explore_layout import METHOD, OPTIONS
-from vitviz.data.images import pixels_to_tensor
 from vitviz.explain.methods import CLASS_MAPS
 from vitviz.models.loaded import LoadedViT
 from vitviz.pictures import explanation, spots
@@ -71,12 +68,12 @@ def explore_view(
         too_costly = method_refusal(o.method, model.card.config)
         if too_costly:
             raise FieldError(too_costly, "target")
-        photo, pixels = image_and_pixels(model, image)
+        s = select(v, image, model_key, labels, template, o.token.number)
         try:
             t = explanation.parse_target(model, target)
         except ValueError as e:
             raise FieldError(f"Gradient rollout class: {e}.", "target") from None
-        ex = v.explore.keep(image_key(model_key, model, pixels, t), lambda: analysed(model, pixels, t, photo))
+        ex = v.explore.keep(s.key(t), lambda: analysed(s, t))
         with v.drawing():
             view, fresh = explore_pictures.render_explore(model, ex, o, v.explore.pictures)
         if clamped:
@@ -84,9 +81,10 @@ def explore_view(
         return view, fresh, ex, v
 
 
-def analysed(model: LoadedViT, pixels: np.ndarray, target: str | None, photo: np.ndarray) -> explanation.Explanation:
-    ex = explanation.analyse(model, pixels, target)
-    ex.original = explanation.original_thumbnail(photo)
+def analysed(s: Selection, target: int | None) -> explanation.Explanation:
+    """The selection's one pass (vitviz.pictures.explanation.analyse), with the image as uploaded beside it."""
+    ex = explanation.analyse(s.model, s.pixels, target)
+    ex.original = explanation.original_thumbnail(s.picture.photo)
     return ex
 
 
@@ -223,11 +221,9 @@ def predict(
     """Top-5 class probabilities for an image, in gr.Label's format (a CLIP or SigLIP model: its `labels`' scores,
     every label up to 10)."""
     with ACTIVITY:
-        model = in_words(resolve_model(model_key, state), labels, template)
-        card = model.card
-        pixels = pixels_for(model, image)
-        probs = model.probabilities(model(pixels_to_tensor(pixels, card.mean, card.std))[0].float())
-    return explanation.top_k(model, probs)
+        s = select(visitor(state), image, model_key, labels, template)
+        probs = s.model.probabilities(s.model(s.model.tensor(s.pixels))[0].float())
+    return explanation.top_k(s.model, probs)
 
 
 @same_parameters_as(explore_view)

@@ -33,7 +33,7 @@ def summary_of(model: LoadedViT) -> explanation.ModelSummary:
         items = gallery.items(card.gallery)
         if card.config.image_size >= 224:
             items = items[::10]  # a 224-px ViT is slow on a CPU: 10 images
-        images = [explanation.image_to_pixels(model, Image.open(p)) for p, _ in items]
+        images = [model.pixels(Image.open(p)) for p, _ in items]
         with torch.inference_mode():
             return explanation.summarise_model(model, images)
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, token_at, warning
-from vitviz.app.inputs import ImagePayload, choice, pixels_for, whole
+from vitviz.app.inputs import ImagePayload, choice, whole
 from vitviz.app.menu import in_words, resolve_model
 from vitviz.app.page import Shell
+from vitviz.app.selection import select
 from vitviz.app.serving.activity import ACTIVITY
 from vitviz.app.serving.limits import map_cost_note
-from vitviz.app.state import Visitor, image_key, visitor
+from vitviz.app.state import Visitor, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.explain.methods import METHODS, RANDOM
 from vitviz.pictures import removal
@@ -36,11 +37,11 @@ def _study(image: ImagePayload, model_key: str, v, words: tuple = (None, None)):
             "classifier (it learned its features without labels): choose a model with classes."
         )
     cfg = model.card.config
-    pixels = pixels_for(model, image)
+    s = select(v, image, model_key, *words)
     why = map_cost_note(
         "Every map's deletion curve and occlusion for this image", removal.study_passes(cfg), removal.study_gflop(cfg)
     )
-    study = v.removal.keep(image_key(model_key, model, pixels), lambda: removal.study(model, pixels, costly=not why))
+    study = v.removal.keep(s.key(), lambda: removal.study(model, s.pixels, costly=not why))
     return model, study, why
 
 

@@ -12,11 +12,12 @@ from collections.abc import Callable
 import gradio as gr
 
 from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, pictures_reply, token_shown, warning
-from vitviz.app.inputs import ImagePayload, layer_index, pixels_for, selected_token
+from vitviz.app.inputs import ImagePayload, layer_index, selected_token
 from vitviz.app.menu import in_words, resolve_model
 from vitviz.app.page import Shell
+from vitviz.app.selection import select
 from vitviz.app.serving.activity import ACTIVITY
-from vitviz.app.state import Visitor, image_key, visitor
+from vitviz.app.state import Visitor, visitor
 from vitviz.app.widgets import pic
 from vitviz.pictures import spots, steps
 
@@ -45,13 +46,11 @@ def step_view(
     with ACTIVITY:
         v = visitor(state)
         model = in_words(resolve_model(model_key, v), labels, template)
-        cfg = model.card.config
-        b, clamped = layer_index(block, "The block", cfg.depth, default=1)
-        token = selected_token(patch, model.layout)
-        pixels = pixels_for(model, image)
-        walk = v.steps.keep(image_key(model_key, model, pixels), lambda: steps.walk_image(model, pixels))
+        b, clamped = layer_index(block, "The block", model.card.config.depth, default=1)
+        s = select(v, image, model_key, labels, template, patch)
+        walk = v.steps.keep(s.key(), lambda: steps.walk_image(s.model, s.pixels))
         with v.drawing():
-            view, fresh = steps.render_steps(model, walk, b, token, v.steps.pictures)
+            view, fresh = steps.render_steps(s.model, walk, b, s.token, v.steps.pictures)
         if clamped:
             view.block_text = f"{clamped}\n\n{view.block_text}"
     return view, fresh, v

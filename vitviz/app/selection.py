@@ -1,0 +1,100 @@
+"""What one event's view is drawn from, resolved once: the model's record (in the visitor's words, for CLIP and
+SigLIP), the image as that model sees it, and the selected token. Every tab's handler starts from `select`;
+the functions below it take the record and the pixels and never resolve or decode again.
+
+The image is decoded once per visitor: a `Picture` is kept while its file and the model's input geometry stay
+(a few at a time), so an event that changes a layer, a head or a token reads no file, and a tab's result is
+kept under the image's file (`Selection.key`) rather than a hash of its pixels.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from vitviz.app.inputs import FieldError, ImagePayload, read_image, selected_token
+from vitviz.app.menu import in_words, resolve_model
+from vitviz.app.state import Visitor
+from vitviz.models.loaded import LoadedViT, Token
+
+KEPT_PICTURES = 4  # decoded images a visitor keeps (the Explore image, Compare's sides, one more)
+
+
+@dataclass(frozen=True, eq=False)
+class Picture:
+    """An image as one model sees it: read and decoded once."""
+
+    source: tuple  # (path, size in bytes, modification time): the file it was read from
+    photo: Image.Image  # the image as uploaded (EXIF applied on drawing)
+    pixels: np.ndarray  # what the model sees of it: uint8 (H, W, C)
+
+
+@dataclass(frozen=True, eq=False)
+class Selection:
+    """What a view is drawn from: the model chosen (by its menu key) and its record, the image as it sees it,
+    and the selected token (vitviz.models.loaded.Token)."""
+
+    model_key: str
+    model: LoadedViT
+    picture: Picture
+    token: Token
+
+    @property
+    def pixels(self) -> np.ndarray:
+        return self.picture.pixels
+
+    def key(self, *more: object) -> tuple:
+        """What a tab's result for this selection depends on: the model (its menu key and the very record), the
+        image's file, and `more`."""
+        return (self.model_key, id(self.model), self.picture.source, *more)
+
+
+def select(
+    v: Visitor,
+    image: ImagePayload,
+    model_key: str,
+    labels: str | None = None,
+    template: str | None = None,
+    token: object = -1,
+) -> Selection:
+    """The selection an event asks for: the model resolved once (in `labels` and `template` for a model with a
+    text tower), the image decoded once for this visitor, the token checked against the model; gr.Error (a
+    FieldError about its control) with a sentence otherwise."""
+    model = in_words(resolve_model(model_key, v), labels, template)
+    chosen = selected_token(token, model.layout)
+    return Selection(model_key, model, picture(v, model, image), chosen)
+
+
+def picture(v: Visitor, model: LoadedViT, payload: ImagePayload) -> Picture:
+    """The image of `payload` as `model` sees it: the visitor's kept one while its file and the model's input
+    geometry are the same, else read, decoded and kept now."""
+    source = _source(payload)
+    card = model.card
+    geometry = (card.config.image_size, card.config.in_chans, card.prepare, card.light_on_dark)
+    key = (source, geometry)
+    kept = v.pictures.get(key)
+    if kept is not None:
+        return kept
+    photo = read_image(payload)
+    try:
+        made = Picture(source, photo, model.pixels(photo))
+    except ValueError as e:
+        raise FieldError(f"That image could not be used: {e}.", "image") from None
+    v.pictures[key] = made
+    while len(v.pictures) > KEPT_PICTURES:
+        v.pictures.pop(next(iter(v.pictures)))
+    return made
+
+
+def _source(payload: ImagePayload) -> tuple:
+    """(path, size, modification time) of the file a payload names; None in the last two where it cannot be
+    read (read_image then says why)."""
+    path = payload.get("path") if isinstance(payload, dict) else payload
+    try:
+        st = os.stat(path)
+        return (str(path), st.st_size, st.st_mtime_ns)
+    except (OSError, TypeError, ValueError):
+        return (str(path), None, None)
