@@ -7,6 +7,7 @@ the app runs, and emptied when it closes.
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -95,6 +96,24 @@ def test_malformed_calls_get_sentences(app):
         assert "this call sent" in msg or "must be a file" in msg
     ok = rest(url, "explain", EXPLAIN(img))
     assert "event: complete" in ok and not error_of(ok)  # the well-formed call still works
+
+
+def test_a_path_on_the_server_that_nobody_uploaded_is_never_read(app, tmp_path):
+    """A file value must be an upload (or one of the app's own examples): a bare {"path": ...} naming any other
+    file on the server is refused with a sentence, before anything reads it."""
+    _, url = app
+    secret = tmp_path / "secret.png"
+    shutil.copy(EXAMPLE, secret)
+    upload = uploaded(url)["path"]
+    around = os.path.join(os.path.dirname(upload), "..", "..", str(secret).lstrip("/"))  # climbing out of uploads
+    for sent in ({"path": str(secret)}, {"path": str(secret), "meta": {"_type": "gradio.FileData"}}, {"path": around}):
+        text = rest(url, "explain", EXPLAIN(sent))
+        msg = error_of(text)
+        assert "must be a file uploaded to this app" in msg and "never read" in msg, (sent, text[:300])
+        assert "airplane" not in text and "confidences" not in text  # nothing about the file came back
+    for fine in ({"path": upload}, {"path": EXAMPLE}):  # an upload, and the app's own example, are read
+        ok = rest(url, "explain", EXPLAIN(fine))
+        assert "event: complete" in ok and not error_of(ok), (fine, ok[:300])
 
 
 def test_an_unknown_parameter_gets_a_sentence(app):

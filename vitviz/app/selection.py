@@ -2,13 +2,15 @@
 SigLIP), the image as that model sees it, and the selected token. Every tab's handler starts from `select`;
 the functions below it take the record and the pixels and never resolve or decode again.
 
-The image is decoded once per visitor: a `Picture` is kept while its file and the model's input geometry stay
-(a few at a time), so an event that changes a layer, a head or a token reads no file, and a tab's result is
-kept under the image's file (`Selection.key`) rather than a hash of its pixels.
+The image is decoded once per visitor: a `Picture` is kept by its file's content (the bytes' digest, read once
+per file) and the model's input geometry, a few at a time. An event that changes a layer, a head or a token
+reads no file; an API caller who uploads the same image again (a new file each time) has it read, not decoded;
+a tab's result is kept under that digest (`Selection.key`) rather than a hash of its pixels.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 
@@ -21,13 +23,14 @@ from vitviz.app.state import Visitor
 from vitviz.models.loaded import LoadedViT, Token
 
 KEPT_PICTURES = 4  # decoded images a visitor keeps (the Explore image, Compare's sides, one more)
+MAX_FILE_BYTES = 64 * 2**20  # a file larger is never read whole to be named (the upload bound refuses it first)
 
 
 @dataclass(frozen=True, eq=False)
 class Picture:
     """An image as one model sees it: read and decoded once."""
 
-    source: tuple  # (path, size in bytes, modification time): the file it was read from
+    source: str  # the digest of its file's bytes: the same image uploaded twice is one source
     photo: Image.Image  # the image as uploaded (EXIF applied on drawing)
     pixels: np.ndarray  # what the model sees of it: uint8 (H, W, C)
 
@@ -71,7 +74,7 @@ def select(
 def picture(v: Visitor, model: LoadedViT, payload: ImagePayload) -> Picture:
     """The image of `payload` as `model` sees it: the visitor's kept one while its file and the model's input
     geometry are the same, else read, decoded and kept now."""
-    source = _source(payload)
+    source = _digest(v, payload)
     card = model.card
     geometry = (card.config.image_size, card.config.in_chans, card.prepare, card.light_on_dark)
     key = (source, geometry)
@@ -89,12 +92,20 @@ def picture(v: Visitor, model: LoadedViT, payload: ImagePayload) -> Picture:
     return made
 
 
-def _source(payload: ImagePayload) -> tuple:
-    """(path, size, modification time) of the file a payload names; None in the last two where it cannot be
-    read (read_image then says why)."""
+def _digest(v: Visitor, payload: ImagePayload) -> str:
+    """The digest of the bytes of the file a payload names: the visitor's kept one while the file's path, size
+    and modification time are the same, else read now; "" where it cannot be read (read_image then says why)."""
     path = payload.get("path") if isinstance(payload, dict) else payload
     try:
         st = os.stat(path)
-        return (str(path), st.st_size, st.st_mtime_ns)
+        stamp = (str(path), st.st_size, st.st_mtime_ns)
+        if stamp not in v.digests:
+            if st.st_size > MAX_FILE_BYTES:
+                return ""
+            with open(path, "rb") as f:
+                v.digests[stamp] = hashlib.blake2b(f.read(), digest_size=16).hexdigest()
+            while len(v.digests) > 4 * KEPT_PICTURES:
+                v.digests.pop(next(iter(v.digests)))
+        return v.digests[stamp]
     except (OSError, TypeError, ValueError):
-        return (str(path), None, None)
+        return ""

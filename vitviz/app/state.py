@@ -91,6 +91,7 @@ class Visitor:
     steps: TabState = field(default_factory=TabState)  # result: the steps.Walk
     removal: TabState = field(default_factory=TabState)  # result: the removal.Study
     pictures: dict = field(default_factory=dict)  # the images decoded for it (vitviz.app.selection.Picture)
+    digests: dict = field(default_factory=dict)  # (path, size, mtime) -> the digest of that file's bytes
 
     def drawing(self) -> contextlib.AbstractContextManager:
         """Draw in this visitor's style inside the block."""
@@ -128,6 +129,7 @@ class Visitor:
     def _forget_results(self):
         self.files.clear()
         self.pictures.clear()
+        self.digests.clear()
         for tab in self.tabs():
             tab.clear()
 

@@ -12,6 +12,7 @@ gradio_client shows.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 
 import anyio
@@ -19,6 +20,7 @@ import gradio as gr
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from gradio.blocks import BlockFunction
+from gradio.utils import get_upload_folder, is_in_or_equal
 from starlette.middleware import Middleware
 
 from vitviz.app.serving import gradio_files
@@ -87,6 +89,34 @@ def kind_sentence(block_fn: BlockFunction, inputs: list) -> str:
                 )
             return f"{_endpoint(block_fn)}: '{name}' is not a value its control accepts ({_show(value)})."
     return f"{_endpoint(block_fn)}: one of the values sent cannot be used; see the API page for what each takes."
+
+
+FILES = (gr.Image, gr.File, gr.UploadButton)
+
+
+def outside_uploads(block_fn: BlockFunction, inputs: list, readable: list[str]) -> str:
+    """The sentence for a file value naming a path on the server outside `readable` (the folder of uploads and
+    the app's own allowed folders), or "". Gradio checks a file sent with its type tag; one sent as a bare
+    {"path": ...} would otherwise be read wherever it points, and its picture sent back."""
+    roots = [os.path.realpath(r) for r in readable]
+    for name, block, value in zip(_names_all(block_fn), block_fn.inputs, inputs):
+        if not isinstance(block, FILES):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            path = item.get("path") if isinstance(item, dict) else None
+            if isinstance(path, str) and not any(is_in_or_equal(os.path.realpath(path), r) for r in roots):
+                return (
+                    f"{_endpoint(block_fn)}: '{name}' must be a file uploaded to this app (with gradio_client: "
+                    'handle_file(path or URL); over REST: upload it to /gradio_api/upload first, then send {"path": '
+                    "the path it answers}); a path elsewhere on the server is never read."
+                )
+    return ""
+
+
+def _names_all(block_fn: BlockFunction) -> list[str]:
+    """A name for each of an event's inputs, hidden ones included, in order."""
+    shown = iter(_names(block_fn))
+    return [f"value {i + 1}" if getattr(b, "skip_api", False) else next(shown) for i, b in enumerate(block_fn.inputs)]
 
 
 def _show(value) -> str:
@@ -166,6 +196,9 @@ class PublicBlocks(gr.Blocks):
     async def preprocess_data(
         self, block_fn: BlockFunction, inputs: list, state: object, explicit_call: bool = False
     ) -> list:
+        outside = outside_uploads(block_fn, inputs, [*getattr(self, "allowed_paths", []), get_upload_folder()])
+        if outside:
+            raise gr.Error(outside)
         try:
             return await super().preprocess_data(block_fn, inputs, state, explicit_call)
         except gr.Error:
