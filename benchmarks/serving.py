@@ -10,10 +10,13 @@ loads, the two apps taking turns load by load and round by round (a busy moment 
 
 - 8 clients at once, each calling /explain back to back, a new token, layer and head each call: calls per
   second and the 95th percentile of a call's time;
-- 30 clients, each clicking every 3 s (the token, then the layer, then the head, as the page does): p95;
+- 30 clients, each clicking every 3 s (the token, then the layer, then the head, as the page does: the image
+  uploaded once, each click naming the uploaded file): p95;
 - one client: /explain against /noop in the same app, call by call (medians, and their ratio).
 
-Every /explain uploads its image, as an API caller does, and gets every picture back as a file URL.
+Otherwise every /explain uploads its image, as an API caller does, and gets every picture back as a file URL.
+With each load's throughput it prints the CPU time a call takes in the app's process and in the clients'
+(this process: gradio_client's own work shares the two cores, and bounds what any app can serve here).
 Targets (issue #34): 8 clients at least 2x the earlier throughput with p95 under 1 s; 30 clients p95 under 1 s;
 one client /explain at most 1.3x /noop.
 """
@@ -95,13 +98,15 @@ def clicks(n: int):
 
 
 def load(url: str, image: str, clients: int, seconds: float, every: float | None) -> list[float]:
-    """`clients` threads, each its own gradio_client, calling /explain for `seconds` (back to back, or one call
-    every `every` seconds, each starting at a random point of that period); every call's time."""
+    """`clients` threads, each its own gradio_client, calling /explain for `seconds`: back to back, uploading the
+    image each call (an API caller), or one call every `every` seconds, spread over that period, naming the image
+    uploaded once (a page's clicks); every call's time."""
     from gradio_client import handle_file
 
     times: list[float] = []
     lock = threading.Lock()
     ready = [client(url) for _ in range(clients)]
+    sent = {"path": uploaded(url, image)} if every else None
     start_at = time.perf_counter() + 1.0
 
     def run(k: int) -> None:
@@ -115,7 +120,7 @@ def load(url: str, image: str, clients: int, seconds: float, every: float | None
                 return
             options, _ = clicks(n)
             t = time.perf_counter()
-            c.predict(handle_file(image), **options, api_name="/explain")
+            c.predict(sent or handle_file(image), **options, api_name="/explain")
             took = time.perf_counter() - t
             with lock:
                 times.append(took)
@@ -128,6 +133,30 @@ def load(url: str, image: str, clients: int, seconds: float, every: float | None
     for th in threads:
         th.join(seconds + 120)
     return times
+
+
+def uploaded(url: str, image: str) -> str:
+    """The path the app gives `image` once uploaded (what a page's events name afterwards)."""
+    import httpx
+
+    with open(image, "rb") as f:
+        return httpx.post(f"{url}gradio_api/upload", files={"files": ("image.png", f, "image/png")}).json()[0]
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU time used so far by process `pid` (None: this one)."""
+    if pid is None:
+        return time.process_time()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(server: subprocess.Popen, run) -> tuple[list[float], float, float]:
+    """(the call times `run()` gives, the app's and the clients' CPU seconds a call)."""
+    s0, c0 = cpu_seconds(server.pid), cpu_seconds()
+    times = run()
+    n = max(1, len(times))
+    return times, (cpu_seconds(server.pid) - s0) / n, (cpu_seconds() - c0) / n
 
 
 def one_client(url: str, image: str, calls: int) -> dict[str, list[float]]:
@@ -177,12 +206,14 @@ def main() -> None:
         apps = {a.baseline: baseline_code(a.baseline, tmp), "this commit": str(ROOT)}
         servers = {name: start(code) for name, code in apps.items()}
         results: dict[tuple[str, str], list[float]] = {}
+        cpu: dict[tuple[str, str], list[tuple[float, float]]] = {}
         try:
             for _ in range(a.rounds):
-                for name, (_, url) in servers.items():
-                    results.setdefault((name, "8"), []).extend(load(url, image, 8, a.seconds, None))
-                for name, (_, url) in servers.items():
-                    results.setdefault((name, "30"), []).extend(load(url, image, 30, a.seconds, 3.0))
+                for clients, every in ((8, None), (30, 3.0)):
+                    for name, (server, url) in servers.items():
+                        ts, app_s, client_s = measured(server, lambda: load(url, image, clients, a.seconds, every))
+                        results.setdefault((name, str(clients)), []).extend(ts)
+                        cpu.setdefault((name, str(clients)), []).append((app_s, client_s))
             for name, (_, url) in servers.items():
                 for endpoint, ts in one_client(url, image, a.calls).items():
                     results[(name, endpoint)] = ts
@@ -190,11 +221,16 @@ def main() -> None:
             for server, _ in servers.values():
                 server.terminate()
                 server.wait(timeout=30)
-    report(results, list(apps), a.seconds * a.rounds)
+    report(results, cpu, list(apps), a.seconds * a.rounds)
 
 
-def report(results: dict, names: list[str], seconds: float) -> None:
+def report(results: dict, cpu: dict, names: list[str], seconds: float) -> None:
     rate = {n: len(results[(n, "8")]) / seconds for n in names}
+    for (n, load_), pairs in sorted(cpu.items()):
+        app_ms, client_ms = (1000 * statistics.mean(x) for x in zip(*pairs))
+        print(
+            f"{n:12s} {load_:>2s} clients: CPU a call {app_ms:4.0f} ms in the app, {client_ms:4.0f} ms in the clients"
+        )
     for n in names:
         eight, thirty = results[(n, "8")], results[(n, "30")]
         noop, explain = statistics.median(results[(n, "/noop")]), statistics.median(results[(n, "/explain")])

@@ -78,6 +78,8 @@ def plain(values: list[float], most: int = 10) -> list[str]:
 def wrap(text: str, width: int, size: int = TEXT_PX) -> list[str]:
     """`text` broken into lines no wider than `width` pixels at `size`."""
     f = font(size)
+    if "\n" not in text and f.getlength(text.strip()) <= width:  # most titles: one line, measured once
+        return [" ".join(text.split())] if text.strip() else []
     lines, line = [], ""
     for word in text.split():
         trial = f"{line} {word}".strip()

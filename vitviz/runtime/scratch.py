@@ -18,7 +18,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-KINDS = ("run", "export", "image", "stop", "pictures", "replies")
+KINDS = ("run", "export", "image", "stop", "pictures", "replies", "served")
 _held: set[str] = set()  # folders in use by this process: never pruned
 _made: set[str] = set()  # every folder this process made
 _lock = threading.Lock()
@@ -65,11 +65,12 @@ def prune(kind: str, keep: int | None = None, where: str | Path | None = None) -
         shutil.rmtree(d, ignore_errors=True)
 
 
-def new_folder(kind: str) -> Path:
-    """A fresh folder of this kind, after pruning the old ones to make room for it."""
+def new_folder(kind: str, parent: Path | None = None) -> Path:
+    """A fresh folder of this kind (in `parent`, else the work folder), after pruning the old ones there to make
+    room for it."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}")
-    where = root()
+    where = parent or root()
     where.mkdir(parents=True, exist_ok=True)
     prune(kind, keep_default() - 1, where)
     folder = tempfile.mkdtemp(prefix=f"vitviz-{kind}-{os.getpid()}-", dir=where)

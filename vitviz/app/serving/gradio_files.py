@@ -35,6 +35,7 @@ import anyio
 import gradio as gr
 
 from vitviz.app.serving import limits
+from vitviz.app.serving.picfiles import is_served
 from vitviz.runtime import scratch
 
 _own: Path | None = None
@@ -177,7 +178,8 @@ def make_room(nbytes: int, names: tuple[str, ...] = ()) -> int:
 
 def reply_size(value: object) -> tuple[int, tuple[str, ...]]:
     """(bytes at most, file names) of what Gradio will write into its cache for a reply: the files it names (their
-    sizes) and the arrays it holds (encoded to PNG, a little over their raw size at most)."""
+    sizes; not the pictures the app serves as they are) and the arrays it holds (encoded to PNG, a little over
+    their raw size at most)."""
     import numpy as np
 
     total, names, todo = 0, [], [value]
@@ -185,7 +187,7 @@ def reply_size(value: object) -> tuple[int, tuple[str, ...]]:
         v = todo.pop()
         if isinstance(v, np.ndarray):
             total += int(v.nbytes * 1.01) + 4096
-        elif isinstance(v, (str, os.PathLike)) and len(str(v)) < 4096 and os.path.isfile(v):
+        elif isinstance(v, (str, os.PathLike)) and len(str(v)) < 4096 and os.path.isfile(v) and not is_served(str(v)):
             total += os.path.getsize(v)
             names.append(os.path.basename(v))
         elif isinstance(v, dict):

@@ -10,6 +10,10 @@ requests of one visitor: the first reply may still be on its way to Gradio's cac
 the visitor's folder goes with them. The folder is held (vitviz.runtime.scratch) while the
 visitor lives, so pruning never takes it.
 
+Both write into one folder of this process that the app serves as it is (`served`, a static path of
+Gradio's: a reply names the file, and Gradio neither hashes nor copies it into its cache), so a picture costs
+its encoding and nothing more; the folder goes when the process ends.
+
 An API caller has no state to keep files in: `ReplyFiles` writes each of its pictures to a new
 file in one shared folder, never reused or replaced under another caller, and deletes files
 older than `REPLY_TTL_S` (Gradio copies a reply's files into its own cache before it answers).
@@ -18,6 +22,7 @@ older than `REPLY_TTL_S` (Gradio copies a reply's files into its own cache befor
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import threading
 import time
@@ -26,6 +31,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import gradio as gr
 import numpy as np
 from PIL import Image
 
@@ -35,6 +41,25 @@ RETIRE_S = 30.0  # a replaced picture's file is kept this long: a reply of the s
 RETIRE_MOST = 200  # (two requests of one page overlap) may still name it while Gradio copies it
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vitviz-pictures")  # encoders let go of the GIL
 _count = itertools.count()
+_served: Path | None = None
+_served_lock = threading.Lock()
+
+
+def served() -> Path:
+    """This process's folder of pictures that the app serves as they are (made, and given to Gradio as a static
+    path, on the first call)."""
+    global _served
+    with _served_lock:
+        if _served is None or not _served.is_dir():
+            _served = scratch.new_folder("served")
+            scratch.hold(_served)
+            gr.set_static_paths([_served])
+        return _served
+
+
+def is_served(path: str) -> bool:
+    """Whether `path` is one of the pictures the app serves as they are (never copied into Gradio's cache)."""
+    return _served is not None and os.path.dirname(os.path.dirname(os.path.abspath(path))) == str(_served)
 
 
 def write_picture(picture: np.ndarray, path: Path) -> str:
@@ -52,7 +77,7 @@ class PictureFiles:
 
     def _where(self) -> Path:
         if self._folder is None or not self._folder.is_dir():
-            self._folder = scratch.new_folder("pictures")
+            self._folder = scratch.new_folder("pictures", served())
             self._files.clear()
             scratch.hold(self._folder)
             weakref.finalize(self, _remove, str(self._folder))
@@ -106,7 +131,7 @@ class ReplyFiles:
     def _where(self) -> Path:
         with self._lock:
             if self._folder is None or not self._folder.is_dir():
-                self._folder = scratch.new_folder("replies")
+                self._folder = scratch.new_folder("replies", served())
                 scratch.hold(self._folder)
             folder, now = self._folder, time.time()
             due = now - self._swept > self.ttl_s / 10
