@@ -97,6 +97,9 @@ def test_every_method_gives_one_value_per_patch(tiny_model, tiny):
         assert methods.relevance(tiny, x, name).shape == (2, 64), name
     with pytest.raises(ValueError):
         methods.relevance(tiny, x, "saliency")
+    # each method says its own cost: occlusion one forward pass a patch and one of the whole image, the rest one
+    assert [n for n, m in methods.METHODS.items() if m.passes(64) != 1] == ["occlusion"]
+    assert methods.METHODS["occlusion"].passes(64) == 65
 
 
 def test_spearman_against_its_definition():

@@ -35,6 +35,11 @@ class Method:
     about: str  # one sentence for the line under the picture
     class_specific: bool  # whether it explains a class (else it is the same for every class)
     sides: str = ""  # a signed map (values below 0 mean something): what each side of 0 says, "" otherwise
+    per_patch: bool = False  # its cost: one forward pass per patch (and one of the whole image), else one pass
+
+    def passes(self, num_patches: int) -> int:
+        """The forward passes one map of a model with `num_patches` patches takes."""
+        return 1 + num_patches if self.per_patch else 1
 
 
 METHODS = {
@@ -61,6 +66,7 @@ METHODS = {
             "colour: the plainest causal test.",
             True,
             "red: hiding the patch lowers it, blue: hiding it raises it",
+            per_patch=True,
         ),
         Method(
             "attention rollout",

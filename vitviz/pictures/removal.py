@@ -36,9 +36,10 @@ STEPS = 16  # points of a deletion curve past the first
 
 
 def study_passes(cfg: ViTConfig) -> int:
-    """The forward passes `study` runs: occlusion (one a patch, and the whole image) and every curve (STEPS + 1
-    each, the random order's too)."""
-    return 1 + cfg.num_patches + (len(methods.METHODS) + 1) * (STEPS + 1)
+    """The forward passes `study` runs: every map's (occlusion's one a patch, and the whole image) and every
+    curve (STEPS + 1 each, the random order's too)."""
+    maps = sum(m.passes(cfg.num_patches) for m in methods.METHODS.values() if m.per_patch)
+    return maps + (len(methods.METHODS) + 1) * (STEPS + 1)
 
 
 def study_gflop(cfg: ViTConfig) -> float:
@@ -67,7 +68,8 @@ def study(model: LoadedViT, pixels: np.ndarray, seed: int = 0, costly: bool = Tr
         probs = model.probabilities(model(x).float())[0]
     t = int(probs.argmax())
     target = torch.tensor([t], device=x.device)
-    maps = {name: methods.relevance(model, x, name, t) for name in methods.METHODS if costly or name != "occlusion"}
+    cheap = {name for name, m in methods.METHODS.items() if not m.per_patch}
+    maps = {name: methods.relevance(model, x, name, t) for name in methods.METHODS if costly or name in cheap}
     maps[methods.RANDOM] = methods.random_relevance(1, card.config.num_patches, seed)
     curves = {name: methods.curves(model, x, m, target, STEPS)[0].cpu() for name, m in maps.items()} if costly else {}
     return Study(

@@ -124,15 +124,13 @@ def map_cost_note(what: str, passes: int, gflop: float) -> str:
 
 
 def method_refusal(method: str, cfg: ViTConfig) -> str:
-    """'' when `method`'s map of a model with this config fits the budget; else the sentence why not (only
-    occlusion costs more than one pass)."""
-    return occlusion_note(cfg) if method == "occlusion" else ""
+    """'' when `method`'s map of a model with this config fits the budget (its cost: the method's own passes,
+    vitviz.explain.methods.Method.passes); else the sentence why not."""
+    from vitviz.explain.methods import METHODS, forward_gflop
 
-
-def occlusion_note(cfg: ViTConfig) -> str:
-    """'' when an occlusion map of a model with this config fits the budget; else the sentence why not."""
-    from vitviz.explain.methods import forward_gflop
-
-    passes = 1 + cfg.num_patches
-    note = map_cost_note("Occlusion", passes, passes * forward_gflop(cfg))
+    found = METHODS.get(method)
+    passes = found.passes(cfg.num_patches) if found else 1
+    if passes == 1:
+        return ""
+    note = map_cost_note(method[0].upper() + method[1:], passes, passes * forward_gflop(cfg))
     return note and note + " Choose gradient rollout or LeGrad for this model."
