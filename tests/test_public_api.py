@@ -202,15 +202,18 @@ def test_enforce_deletes_the_oldest_first(tmp_path):
     assert gradio_files.enforce(b, 1_000) == 4 and not upload.exists()  # an upload goes when nothing else is left
 
 
-def test_closing_the_app_removes_its_cached_files():
+def test_closing_the_app_removes_its_cached_files(tmp_path):
     from gradio_client import Client, handle_file
+    from PIL import Image
 
+    mine = tmp_path / "mine.png"  # not one of the page's examples (Gradio would share their cached copy)
+    Image.new("RGB", (40, 30), (200, 120, 40)).save(mine)
     demo = build_demo()
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
-    Client(url, verbose=False).predict(handle_file(EXAMPLE), api_name="/explain")
+    Client(url, verbose=False).predict(handle_file(str(mine)), api_name="/explain")
     files = [p for *_, p in gradio_files.tracked(demo)]
-    assert files
-    demo.close()
+    assert [os.path.basename(p) for p in files] == ["mine.png"]  # the upload; the reply's pictures are served
+    demo.close()  # from the app's own folder, never copied into Gradio's cache
     assert not any(os.path.exists(p) for p in files)
 
 

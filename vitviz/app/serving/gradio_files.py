@@ -85,7 +85,7 @@ def tracked(blocks: gr.Blocks, everything: bool = False) -> list[tuple[bool, flo
         keep.update(getattr(component, "keep_in_cache", set()))
     uploads = getattr(blocks, "upload_file_set", set())
     out = []
-    for files in list(blocks.temp_file_sets):
+    for files in [*blocks.temp_file_sets, uploads]:  # the uploads are a set of their own
         for path in list(files):
             if path in keep:
                 continue
@@ -98,7 +98,7 @@ def tracked(blocks: gr.Blocks, everything: bool = False) -> list[tuple[bool, flo
 
 
 def _forget(blocks, path: str):
-    for files in blocks.temp_file_sets:
+    for files in [*blocks.temp_file_sets, getattr(blocks, "upload_file_set", set())]:
         files.discard(path)
     parent = Path(path).parent
     try:
