@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vitviz.models.vit import Dropout, ViT, _Heads, make_config
+from vitviz.models.fast_paths import Dropout, split_heads
+from vitviz.models.vit import ViT, make_config
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -41,7 +42,7 @@ def test_dropout_fused_with_the_residual_add_equals_the_plain_sum(dtype):
 def test_heads_split_equals_torch_reshape_permute():
     B, N, H, hd = 3, 7, 4, 5
     qkv = torch.randn(B, N, 3 * H * hd, dtype=torch.float64, requires_grad=True)
-    q, k, v = _Heads.apply(qkv, H)
+    q, k, v = split_heads(qkv, H)
     rq, rk, rv = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4).unbind(0)
     for a, b in ((q, rq), (k, rk), (v, rv)):
         assert a.is_contiguous() and torch.equal(a, b)
@@ -49,7 +50,7 @@ def test_heads_split_equals_torch_reshape_permute():
     (ours,) = torch.autograd.grad((q, k, v), qkv, grads)
     (ref,) = torch.autograd.grad((rq, rk, rv), qkv, grads)
     assert torch.equal(ours, ref)
-    (only_k,) = torch.autograd.grad(_Heads.apply(qkv, H)[1].sum(), qkv)  # unused q, v: zero gradient
+    (only_k,) = torch.autograd.grad(split_heads(qkv, H)[1].sum(), qkv)  # unused q, v: zero gradient
     assert only_k.view(B, N, 3, H, hd)[:, :, [0, 2]].abs().max() == 0
 
 

@@ -57,7 +57,7 @@ def test_logits_not_softmax(tiny_model):
 
 
 def test_dropout_statistics_and_modes():
-    from vitviz.models.vit import Dropout
+    from vitviz.models.fast_paths import Dropout
 
     torch.manual_seed(0)
     d = Dropout(0.2)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from vitviz.explain import interpret
-from vitviz.models.vit import ViT, attend, make_config
+from vitviz.models.fast_paths import attend
+from vitviz.models.vit import ViT, make_config
 from vitviz.runtime import speed
 from vitviz.runtime.device import Precision, attention_path
 from vitviz.training.precision import measure

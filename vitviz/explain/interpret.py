@@ -30,8 +30,9 @@ from vitviz.explain.geometry import (  # noqa: F401  the Model tab's measures, h
     pos_embed_similarity,
 )
 from vitviz.explain.layout import needs_classes, num_prefix, read_row  # noqa: F401
+from vitviz.models.fast_paths import attend
 from vitviz.models.loaded import LoadedViT, TokenLayout, eval_mode
-from vitviz.models.vit import ViT, attend
+from vitviz.models.vit import ViT
 from vitviz.runtime import speed
 from vitviz.runtime.device import Precision
 from vitviz.runtime.speed import Choice, fp32

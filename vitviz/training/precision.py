@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from vitviz.models.vit import ViT, attend
+from vitviz.models.fast_paths import attend
+from vitviz.models.vit import ViT
 from vitviz.runtime import speed
 from vitviz.runtime.device import Precision
 
