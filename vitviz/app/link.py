@@ -21,6 +21,7 @@ import gradio as gr
 
 from vitviz.app import menu, switch
 from vitviz.app.inputs import FUSIONS
+from vitviz.app.serving.gradio_internals import upload_folder
 from vitviz.app.state import Visitor, visitor
 from vitviz.data import gallery
 from vitviz.explain.methods import CLASS_MAPS
@@ -68,7 +69,7 @@ def _in_words(model_key: str, v: Visitor) -> bool:
 
 
 def _uploads() -> Path:
-    return Path(gr.utils.get_upload_folder()).resolve()
+    return Path(upload_folder()).resolve()
 
 
 def _kept_name(path: object) -> str | None:

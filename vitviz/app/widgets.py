@@ -12,6 +12,8 @@ import gradio as gr
 import numpy as np
 from PIL import Image
 
+from vitviz.app.serving.gradio_internals import before_postprocess, cache_folder
+
 
 def cache_atomically(picture: np.ndarray | Image.Image, cache_dir: str, fmt: str) -> str:
     """`picture` (an array or a PIL image) encoded as `fmt` into Gradio's cache, under the name that its
@@ -48,15 +50,14 @@ def pic(
         buttons=[],
         **kw,
     )
-    plain = im.postprocess
 
-    def postprocess(value: object) -> object:
+    def written(value: object) -> object:
         """Arrays go to the cache by cache_atomically (a gr.Image subclass would make Gradio write a .pyi)."""
         if isinstance(value, (np.ndarray, Image.Image)):
-            value = cache_atomically(value, im.GRADIO_CACHE, fmt)
-        return plain(value)
+            return cache_atomically(value, cache_folder(im), fmt)
+        return value
 
-    im.postprocess = postprocess
+    before_postprocess(im, written)
     return im
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import anyio
 import gradio as gr
 
+from vitviz.app.serving import gradio_internals as internals
 from vitviz.app.serving import limits
 from vitviz.app.serving.picfiles import is_served
 from vitviz.runtime import scratch
@@ -80,12 +81,10 @@ def tracked(blocks: gr.Blocks, everything: bool = False) -> list[tuple[bool, flo
     first, oldest first, then the visitors' uploads, oldest first (an upload may still be in use: a visitor
     explores one image for many calls, so uploads go last). The files Gradio keeps for the page itself (the
     examples) are left out unless `everything`."""
-    keep = set()
-    for component in blocks.blocks.values() if not everything else ():
-        keep.update(getattr(component, "keep_in_cache", set()))
-    uploads = getattr(blocks, "upload_file_set", set())
+    keep = set() if everything else internals.kept_in_cache(blocks)
+    uploads = internals.upload_set(blocks)
     out = []
-    for files in [*blocks.temp_file_sets, uploads]:  # the uploads are a set of their own
+    for files in internals.tracked_sets(blocks):
         for path in list(files):
             if path in keep:
                 continue
@@ -98,7 +97,7 @@ def tracked(blocks: gr.Blocks, everything: bool = False) -> list[tuple[bool, flo
 
 
 def _forget(blocks, path: str):
-    for files in [*blocks.temp_file_sets, getattr(blocks, "upload_file_set", set())]:
+    for files in internals.tracked_sets(blocks):
         files.discard(path)
     parent = Path(path).parent
     try:

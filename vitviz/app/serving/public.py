@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 
 import anyio
 import gradio as gr
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from gradio.blocks import BlockFunction
-from gradio.utils import get_upload_folder, is_in_or_equal
 from starlette.middleware import Middleware
 
 from vitviz.app.serving import gradio_files
+from vitviz.app.serving import gradio_internals as internals
+from vitviz.app.serving.gradio_internals import BlockFunction, HookedBlocks
 
 
 def _names(block_fn) -> list[str]:
@@ -31,13 +30,14 @@ def _names(block_fn) -> list[str]:
     try:
         params = [
             p.name
-            for p in inspect.signature(block_fn.fn).parameters.values()
+            for p in inspect.signature(internals.event_fn(block_fn)).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
     except (TypeError, ValueError):
         params = []
-    names = params + [f"value {i + 1}" for i in range(len(params), len(block_fn.inputs))]
-    return [n for n, b in zip(names, block_fn.inputs) if not getattr(b, "skip_api", False)]
+    inputs = internals.event_inputs(block_fn)
+    names = params + [f"value {i + 1}" for i in range(len(params), len(inputs))]
+    return [n for n, b in zip(names, inputs) if not internals.hidden_from_api(b)]
 
 
 LATER = ("labels", "template")  # parameters the API gained later: a call written before them may leave them out
@@ -46,20 +46,22 @@ LATER = ("labels", "template")  # parameters the API gained later: a call writte
 def _fill_later(block_fn: BlockFunction, inputs: list) -> None:
     """A call that sends every value but the trailing ones in LATER gets None (their default) for those, and for
     the state (as Gradio does for a call that sends every value)."""
-    if not block_fn.api_name or len(inputs) >= len(block_fn.inputs):
+    every = internals.event_inputs(block_fn)
+    if not internals.api_name(block_fn) or len(inputs) >= len(every):
         return
-    names, blocks = _names(block_fn), [b for b in block_fn.inputs if not getattr(b, "skip_api", False)]
+    names, blocks = _names(block_fn), [b for b in every if not internals.hidden_from_api(b)]
     left_out = len(names) - len(inputs)
     if left_out <= 0 or not all(n in LATER for n in names[len(names) - left_out :]):
         return
     sent = iter(inputs + [None] * left_out)
-    full = [None if getattr(b, "skip_api", False) else next(sent) for b in block_fn.inputs]
-    if len(full) == len(block_fn.inputs) and len(blocks) == len(names):
+    full = [None if internals.hidden_from_api(b) else next(sent) for b in every]
+    if len(full) == len(every) and len(blocks) == len(names):
         inputs[:] = full
 
 
-def _endpoint(block_fn) -> str:
-    return f"/{block_fn.api_name}" if block_fn.api_name else "This event"
+def _endpoint(block_fn: BlockFunction) -> str:
+    name = internals.api_name(block_fn)
+    return f"/{name}" if name else "This event"
 
 
 def count_sentence(block_fn: BlockFunction, got: int) -> str:
@@ -73,10 +75,11 @@ def count_sentence(block_fn: BlockFunction, got: int) -> str:
 def kind_sentence(block_fn: BlockFunction, inputs: list) -> str:
     """Which value is not of the kind its component takes, found by checking each against its data model."""
     names = _names(block_fn)
-    visible = [b for b in block_fn.inputs if not getattr(b, "skip_api", False)]
-    values = [v for v, b in zip(inputs, block_fn.inputs) if not getattr(b, "skip_api", False)]
+    every = internals.event_inputs(block_fn)
+    visible = [b for b in every if not internals.hidden_from_api(b)]
+    values = [v for v, b in zip(inputs, every) if not internals.hidden_from_api(b)]
     for name, block, value in zip(names, visible, values):
-        model = getattr(block, "data_model", None)
+        model = internals.data_model(block)
         if model is None or value is None:
             continue
         try:
@@ -99,12 +102,12 @@ def outside_uploads(block_fn: BlockFunction, inputs: list, readable: list[str]) 
     the app's own allowed folders), or "". Gradio checks a file sent with its type tag; one sent as a bare
     {"path": ...} would otherwise be read wherever it points, and its picture sent back."""
     roots = [os.path.realpath(r) for r in readable]
-    for name, block, value in zip(_names_all(block_fn), block_fn.inputs, inputs):
+    for name, block, value in zip(_names_all(block_fn), internals.event_inputs(block_fn), inputs):
         if not isinstance(block, FILES):
             continue
         for item in value if isinstance(value, list) else [value]:
             path = item.get("path") if isinstance(item, dict) else None
-            if isinstance(path, str) and not any(is_in_or_equal(os.path.realpath(path), r) for r in roots):
+            if isinstance(path, str) and not any(internals.inside(os.path.realpath(path), r) for r in roots):
                 return (
                     f"{_endpoint(block_fn)}: '{name}' must be a file uploaded to this app (with gradio_client: "
                     'handle_file(path or URL); over REST: upload it to /gradio_api/upload first, then send {"path": '
@@ -116,7 +119,8 @@ def outside_uploads(block_fn: BlockFunction, inputs: list, readable: list[str]) 
 def _names_all(block_fn: BlockFunction) -> list[str]:
     """A name for each of an event's inputs, hidden ones included, in order."""
     shown = iter(_names(block_fn))
-    return [f"value {i + 1}" if getattr(b, "skip_api", False) else next(shown) for i, b in enumerate(block_fn.inputs)]
+    every = internals.event_inputs(block_fn)
+    return [f"value {i + 1}" if internals.hidden_from_api(b) else next(shown) for i, b in enumerate(every)]
 
 
 def _show(value) -> str:
@@ -129,7 +133,7 @@ def call_refused(request: gr.Request | None, exc: Exception) -> JSONResponse:
     raised while reading a call, as Gradio's keyword API does for an unknown parameter: a 400 with a sentence
     instead of a bare 500."""
     text = str(exc)
-    found = re.search(r"Parameter `([^`]+)` is not a valid key-word argument", text)
+    found = internals.UNKNOWN_KEYWORD.search(text)
     api = request.url.path.rstrip("/").rsplit("/", 1)[-1]
     if found:
         sentence = (
@@ -158,7 +162,11 @@ APP_KWARGS = {
 }
 
 
-class PublicBlocks(gr.Blocks):
+class PublicBlocks(HookedBlocks):
+    """The app's Blocks: a malformed call gets a sentence, a file value outside the uploads is refused before it
+    is read, and room is made in the bounded cache before a reply's files are written (the hooks:
+    vitviz.app.serving.gradio_internals.HookedBlocks)."""
+
     _bound = None
 
     def bound_cache(self) -> None:
@@ -175,14 +183,23 @@ class PublicBlocks(gr.Blocks):
         gradio_files.remove_all(self)
         return out
 
-    def validate_inputs(self, block_fn: BlockFunction, inputs: list) -> None:
+    def check_call(self, block_fn: BlockFunction, inputs: list) -> None:
         _fill_later(block_fn, inputs)
-        wanted = len(block_fn.inputs)
-        if len(inputs) < wanted or (len(inputs) > wanted and block_fn.api_name and not getattr(block_fn, "js", None)):
+        wanted = len(internals.event_inputs(block_fn))
+        extra = len(inputs) > wanted and internals.api_name(block_fn) and not internals.runs_js(block_fn)
+        if len(inputs) < wanted or extra:
             raise gr.Error(count_sentence(block_fn, len(inputs)))
-        super().validate_inputs(block_fn, inputs)
 
-    async def postprocess_data(self, block_fn: BlockFunction, predictions: list | dict, state: object) -> list:
+    def check_values(self, block_fn: BlockFunction, inputs: list) -> None:
+        readable = [*internals.allowed_folders(self), internals.upload_folder()]
+        outside = outside_uploads(block_fn, inputs, readable)
+        if outside:
+            raise gr.Error(outside)
+
+    def refused_values(self, block_fn: BlockFunction, inputs: list) -> str:
+        return kind_sentence(block_fn, inputs)
+
+    async def before_reply(self, block_fn: BlockFunction, predictions: list | dict) -> None:
         """Room made in the bounded cache for the files and pictures Gradio is about to write for this reply
         (vitviz.app.serving.gradio_files.make_room), before it writes them."""
         nbytes, names = gradio_files.reply_size(predictions)
@@ -191,17 +208,3 @@ class PublicBlocks(gr.Blocks):
                 await anyio.to_thread.run_sync(gradio_files.make_room, nbytes, names)
             except gradio_files.TooBig:  # a reply larger than the whole bound: the periodic check takes it later
                 pass
-        return await super().postprocess_data(block_fn, predictions, state)
-
-    async def preprocess_data(
-        self, block_fn: BlockFunction, inputs: list, state: object, explicit_call: bool = False
-    ) -> list:
-        outside = outside_uploads(block_fn, inputs, [*getattr(self, "allowed_paths", []), get_upload_folder()])
-        if outside:
-            raise gr.Error(outside)
-        try:
-            return await super().preprocess_data(block_fn, inputs, state, explicit_call)
-        except gr.Error:
-            raise
-        except Exception:  # noqa: BLE001 - a framework message about the caller's values
-            raise gr.Error(kind_sentence(block_fn, inputs)) from None

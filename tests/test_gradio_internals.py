@@ -1,0 +1,94 @@
+"""Each of Gradio's internals vitviz uses (vitviz.app.serving.gradio_internals), exercised by name against the
+installed Gradio: an upgrade that changes one fails here."""
+
+import inspect
+
+import gradio as gr
+import httpx
+import numpy as np
+import pytest
+from helpers import EXAMPLE, free_port
+from PIL import Image
+
+from vitviz.app.serving import gradio_internals as internals
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    """A small HookedBlocks with one event (an image and a state in, a file out), launched on 127.0.0.1; the
+    values each hook saw."""
+    out_file = tmp_path_factory.mktemp("reply") / "reply.png"
+    Image.new("RGB", (8, 8), (10, 200, 30)).save(out_file)
+    seen = {"call": [], "values": [], "reply": []}
+
+    class Recording(internals.HookedBlocks):
+        def check_call(self, block_fn, inputs):
+            seen["call"].append(block_fn)
+
+        def check_values(self, block_fn, inputs):
+            seen["values"].append(list(inputs))
+
+        async def before_reply(self, block_fn, predictions):
+            seen["reply"].append(predictions)
+
+    def echo(image, state):
+        return str(out_file)
+
+    with Recording() as demo:
+        state = gr.State(1)
+        image = gr.Image(EXAMPLE, type="filepath")
+        reply = gr.File()
+        painted = gr.Image()
+        button = gr.Button()
+        button.click(echo, [image, state], reply, preprocess=False, api_name="echo")
+        internals.before_postprocess(painted, lambda v: np.zeros((4, 4, 3), np.uint8) if v == "paint" else v)
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True, allowed_paths=["/srv"]
+    )
+    yield demo, url, seen, (echo, image, state, painted)
+    demo.close()
+
+
+def test_the_blocks_steps_around_an_event_are_still_there():
+    for name, params in internals.HOOKS.items():
+        method = getattr(gr.Blocks, name)
+        assert tuple(inspect.signature(method).parameters)[1:] == params, name
+
+
+def test_an_event_and_its_inputs_read_as_vitviz_reads_them(app):
+    from gradio_client import Client, handle_file
+
+    demo, url, seen, (echo, image, state, painted) = app
+    path = Client(url, verbose=False).predict(handle_file(EXAMPLE), api_name="/echo")
+    assert path.endswith("reply.png")
+    block_fn = seen["call"][-1]  # every step ran, with the event
+    assert isinstance(block_fn, internals.BlockFunction) and seen["values"] and seen["reply"]
+    assert internals.event_fn(block_fn) is echo and internals.event_inputs(block_fn) == [image, state]
+    assert internals.api_name(block_fn) == "echo" and not internals.runs_js(block_fn)
+    assert internals.hidden_from_api(state) and not internals.hidden_from_api(image)
+    model = internals.data_model(image)
+    model.model_validate({"path": EXAMPLE, "meta": {"_type": "gradio.FileData"}}, context={"validate_meta": True})
+    with pytest.raises(ValueError):  # pydantic's refusal
+        model.model_validate("a bare string", context={"validate_meta": True})
+
+
+def test_the_files_gradio_tracks_are_where_vitviz_looks(app):
+    demo, url, _, (_, image, _, painted) = app
+    with open(EXAMPLE, "rb") as f:
+        up = httpx.post(f"{url}gradio_api/upload", files={"files": ("mine.png", f, "image/png")}, timeout=30).json()[0]
+    assert up in internals.upload_set(demo) and any(up in s for s in internals.tracked_sets(demo))
+    assert internals.inside(up, internals.upload_folder()) and not internals.inside("/etc/passwd", up)
+    assert any(p.endswith(".png") for p in internals.kept_in_cache(demo))  # the page's own example, kept
+    assert internals.inside(internals.cache_folder(image), internals.upload_folder())
+    assert "/srv" in internals.allowed_folders(demo)
+    assert painted.postprocess("paint") is not None  # the step ran before Gradio's own postprocess
+
+
+def test_gradio_clients_refusal_of_an_unknown_keyword_reads_as_expected(app):
+    from gradio_client import Client
+
+    _, url, _, _ = app
+    with pytest.raises(Exception) as refused:
+        Client(url, verbose=False).predict(None, colour=3, api_name="/echo")
+    found = internals.UNKNOWN_KEYWORD.search(str(refused.value))
+    assert found and found.group(1) == "colour", str(refused.value)

@@ -1,0 +1,148 @@
+"""Every use vitviz makes of Gradio's internals, in one place: each is here because Gradio has no public way to
+do it, and tests/test_gradio_internals.py exercises each against the installed Gradio, by name, so that an
+upgrade that changes one fails there rather than quietly in a visitor's reply.
+
+- `HookedBlocks`: the Blocks' steps around an event (`validate_inputs`, `preprocess_data`,
+  `postprocess_data`), given vitviz names (`check_call`, `check_values`, `before_reply`, `refused_values`)
+  that vitviz.app.serving.public.PublicBlocks fills in: a sentence for a malformed call, a file value outside
+  the uploads refused, room made in the bounded cache before a reply is written;
+- an event's function, inputs, API name and browser-side code (`BlockFunction`): what the sentences name;
+- whether an input is left out of the API (a State) and the data model a value must fit;
+- the files Gradio tracks (`temp_file_sets`, `upload_file_set`, components' `keep_in_cache`), a component's
+  cache folder and a step before its `postprocess`: the cache's bound (gradio_files) and the pictures written
+  straight into it (widgets);
+- the folder of uploads, the app's allowed folders, and Gradio's own test of a path being inside a folder;
+- the text of gradio_client's refusal of an unknown keyword (`UNKNOWN_KEYWORD`), turned into a sentence.
+
+Public mechanisms are used wherever Gradio has one: `gr.set_static_paths` (the served pictures),
+`app_kwargs` (the API's own refusals), `gr.State(delete_callback=...)`, `demo.unload`, `delete_cache`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import gradio as gr
+from gradio.blocks import BlockFunction
+from gradio.utils import get_upload_folder, is_in_or_equal
+
+__all__ = ["BlockFunction", "HookedBlocks", "UNKNOWN_KEYWORD"]
+
+HOOKS = {  # the Blocks' steps HookedBlocks overrides, with the parameters it passes on
+    "validate_inputs": ("block_fn", "inputs"),
+    "preprocess_data": ("block_fn", "inputs", "state", "explicit_call"),
+    "postprocess_data": ("block_fn", "predictions", "state"),
+}
+UNKNOWN_KEYWORD = re.compile(r"Parameter `([^`]+)` is not a valid key-word argument")
+
+
+class HookedBlocks(gr.Blocks):
+    """A Blocks whose steps around every event call four plain methods, which a subclass fills in."""
+
+    def check_call(self, block_fn: BlockFunction, inputs: list) -> None:
+        """Before Gradio checks a call's values: raise gr.Error with a sentence to refuse it (here: nothing)."""
+
+    def check_values(self, block_fn: BlockFunction, inputs: list) -> None:
+        """Before any value is read or moved: raise gr.Error to refuse it (here: nothing)."""
+
+    def refused_values(self, block_fn: BlockFunction, inputs: list) -> str:
+        """The sentence for values Gradio could not read (its own message names Python objects)."""
+        return "One of the values sent cannot be used."
+
+    async def before_reply(self, block_fn: BlockFunction, predictions: list | dict) -> None:
+        """Before Gradio writes a reply's files (here: nothing)."""
+
+    def validate_inputs(self, block_fn: BlockFunction, inputs: list) -> None:
+        self.check_call(block_fn, inputs)
+        super().validate_inputs(block_fn, inputs)
+
+    async def preprocess_data(
+        self, block_fn: BlockFunction, inputs: list, state: object, explicit_call: bool = False
+    ) -> list:
+        self.check_values(block_fn, inputs)
+        try:
+            return await super().preprocess_data(block_fn, inputs, state, explicit_call)
+        except gr.Error:
+            raise
+        except Exception:  # noqa: BLE001 - a framework message about the caller's values
+            raise gr.Error(self.refused_values(block_fn, inputs)) from None
+
+    async def postprocess_data(self, block_fn: BlockFunction, predictions: list | dict, state: object) -> list:
+        await self.before_reply(block_fn, predictions)
+        return await super().postprocess_data(block_fn, predictions, state)
+
+
+def event_fn(block_fn: BlockFunction) -> Callable:
+    return block_fn.fn
+
+
+def event_inputs(block_fn: BlockFunction) -> list:
+    return list(block_fn.inputs)
+
+
+def api_name(block_fn: BlockFunction) -> str | None:
+    """The event's API name, or None for one the API does not list."""
+    return block_fn.api_name or None
+
+
+def runs_js(block_fn: BlockFunction) -> bool:
+    """Whether the event runs code in the browser (its values may not be what the API lists)."""
+    return bool(getattr(block_fn, "js", None))
+
+
+def hidden_from_api(block: gr.components.Component) -> bool:
+    """Whether an input is left out of the API's values (a State)."""
+    return bool(getattr(block, "skip_api", False))
+
+
+def data_model(block: gr.components.Component) -> type | None:
+    """The pydantic model a value of this component must fit (None: any value)."""
+    return getattr(block, "data_model", None)
+
+
+def tracked_sets(blocks: gr.Blocks) -> list[set]:
+    """The sets of files Gradio keeps in its cache for these Blocks: replies' copies, then uploads."""
+    return [*blocks.temp_file_sets, upload_set(blocks)]
+
+
+def upload_set(blocks: gr.Blocks) -> set:
+    return getattr(blocks, "upload_file_set", set())
+
+
+def kept_in_cache(blocks: gr.Blocks) -> set:
+    """The files Gradio keeps for the page itself (its examples' copies)."""
+    keep = set()
+    for component in blocks.blocks.values():
+        keep.update(getattr(component, "keep_in_cache", set()))
+    return keep
+
+
+def cache_folder(component: gr.components.Component) -> str:
+    """The folder Gradio keeps this component's files in."""
+    return component.GRADIO_CACHE
+
+
+def before_postprocess(component: gr.components.Component, step: Callable[[object], object]) -> None:
+    """Run `step` on every value the component is about to post-process (Gradio has no hook for it)."""
+    plain = component.postprocess
+
+    def postprocess(value: object) -> object:
+        return plain(step(value))
+
+    component.postprocess = postprocess
+
+
+def upload_folder() -> str:
+    """The folder Gradio keeps uploads in (it follows GRADIO_TEMP_DIR)."""
+    return get_upload_folder()
+
+
+def allowed_folders(blocks: gr.Blocks) -> list[str]:
+    """The folders the app was launched allowing (`launch(allowed_paths=...)`)."""
+    return list(getattr(blocks, "allowed_paths", []) or [])
+
+
+def inside(path: str, folder: str) -> bool:
+    """Gradio's own test of `path` being `folder` or inside it."""
+    return is_in_or_equal(path, folder)
