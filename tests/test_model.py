@@ -71,3 +71,20 @@ def test_dropout_statistics_and_modes():
     assert torch.equal(d.eval()(x), x)
     a, b = d.train()(x), d(x)
     assert not torch.equal(a, b)  # fresh masks each call
+
+
+@pytest.mark.parametrize("preset", ["tiny", "quick", "cifar"])
+def test_the_cost_torch_counts_equals_the_model_and_the_formula(preset):
+    """models.vit.cost counts on the meta device: the parameters a real model allocates, and the forward's FLOPs
+    as the matmuls and attention written out by hand."""
+    from vitviz.models.vit import ViT, cost, make_config
+
+    cfg = make_config(preset)
+    params, gflop = cost(cfg)
+    assert params == sum(p.numel() for p in ViT(cfg).parameters())
+    N, D, L, hidden = 1 + cfg.num_patches, cfg.embed_dim, cfg.depth, int(cfg.embed_dim * cfg.mlp_ratio)
+    by_hand = (
+        L * (2 * N * (4 * D * D + 2 * D * hidden) + 4 * N * N * D) + 2 * cfg.num_patches * D * 3 * cfg.patch_size**2
+    )
+    by_hand += 2 * D * cfg.num_classes  # the head
+    assert gflop * 1e9 == pytest.approx(by_hand, rel=1e-3)

@@ -14,18 +14,13 @@ better).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from vitviz.models.loaded import LoadedViT
-    from vitviz.models.vit import ViTConfig
-
 from dataclasses import dataclass
 
 import torch
 
 from vitviz.explain import interpret
-from vitviz.models.loaded import eval_mode
+from vitviz.models.loaded import LoadedViT, eval_mode
+from vitviz.models.vit import ViTConfig, cost
 
 
 @dataclass(frozen=True)
@@ -113,11 +108,8 @@ def relevance(model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tens
 
 
 def forward_gflop(cfg: ViTConfig) -> float:
-    """About how many GFLOP one image's forward pass costs (matmuls and attention; the rest is small)."""
-    N, D, L = 1 + cfg.num_patches, cfg.embed_dim, cfg.depth
-    hidden = int(D * cfg.mlp_ratio)
-    per_layer = 2 * N * (4 * D * D + 2 * D * hidden) + 4 * N * N * D
-    return (L * per_layer + 2 * cfg.num_patches * D * cfg.in_chans * cfg.patch_size**2) / 1e9
+    """How many GFLOP one image's forward pass costs (torch's count, vitviz.models.vit.cost)."""
+    return cost(cfg)[1]
 
 
 def random_relevance(batch: int, patches: int, seed: int = 0) -> torch.Tensor:

@@ -11,6 +11,7 @@ vitviz.models.fast_paths.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -258,3 +259,18 @@ class ViT(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+@functools.lru_cache(maxsize=64)
+def cost(cfg: ViTConfig) -> tuple[int, float]:
+    """(parameters, GFLOP of one image's forward pass) of the ViT `cfg` describes, counted by torch on the meta
+    device (nothing allocated, nothing computed): its parameters, and torch.utils.flop_counter's count of the
+    forward's matmuls and attention. Kept per config."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        model = ViT(cfg).eval()
+        x = torch.empty(1, cfg.in_chans, cfg.image_size, cfg.image_size)
+    with FlopCounterMode(display=False) as flops, torch.no_grad():
+        model(x)
+    return sum(p.numel() for p in model.parameters()), flops.get_total_flops() / 1e9

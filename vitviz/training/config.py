@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass, fields
 
 from vitviz.data.datasets import DATASETS
-from vitviz.models.vit import PRESETS, ViTConfig, make_config
+from vitviz.models.vit import PRESETS, ViTConfig, cost, make_config
 
 
 class ConfigError(ValueError):
@@ -89,7 +89,7 @@ class TrainConfig:
         at 0.84; width 128, depth 12, patch 2 took 1.28 GB where its step was estimated at 0.96."""
         cfg = self.model_config()
         n = cfg.num_patches + 1
-        params = sum(_param_count(cfg))
+        params = cost(cfg)[0]
         tokens = self.batch_size * cfg.depth * n * cfg.embed_dim * 4 * (1 + cfg.mlp_ratio) / 3
         attention = self.batch_size * cfg.depth * cfg.num_heads * n * n * 4
         hidden = int(cfg.embed_dim * cfg.mlp_ratio)
@@ -156,14 +156,6 @@ def _model_problems(cfg: TrainConfig):
 
 PROBES = 6  # the fixed images a live run draws its rollout on (vitviz.training.quick.probe_set)
 RUN_EXTRA_GB = 0.4  # a run's pictures and the heap's slack beside its step (see TrainConfig.peak_memory_gb)
-
-
-def _param_count(cfg: ViTConfig):
-    """The ViT's parameters by part, from its config (what vitviz.models.vit.ViT allocates)."""
-    d, hidden = cfg.embed_dim, int(cfg.embed_dim * cfg.mlp_ratio)
-    yield cfg.in_chans * cfg.patch_size**2 * d + d + d + (cfg.num_patches + 1) * d  # patches, CLS, positions
-    yield cfg.depth * (4 * d + 3 * d * d + 3 * d + d * d + d + 2 * d * hidden + hidden + d)  # blocks
-    yield 2 * d + d * cfg.num_classes + cfg.num_classes  # final norm, head
 
 
 # (field, lowest, highest, how to say the range): the same bounds for the CLI and the app.
