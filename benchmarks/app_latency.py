@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,42 +28,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serve(port: int):
-    """The app as app.py builds it, plus /noop."""
-    import gradio as gr
-
-    from vitviz.app import build_demo, launch
-
-    demo = build_demo()
-    with demo:
-        image, label, button = (
-            gr.Image(visible=False, type="filepath"),
-            gr.Label(visible=False),
-            gr.Button(visible=False),
-        )
-        button.click(lambda img: {"fixed": 1.0}, image, label, preprocess=False, api_name="noop")
-    launch(demo, server_name="127.0.0.1", server_port=port)
-
-
-def wait_for(url: str, server, seconds: float = 120):
-    from gradio_client import Client
-
-    deadline = time.time() + seconds
-    while True:
-        try:
-            return Client(url, verbose=False)
-        except Exception:
-            if time.time() > deadline or server.poll() is not None:
-                raise SystemExit("the app did not start")
-            time.sleep(0.5)
-
+from serving import client as started  # noqa: E402  the same app with /noop, served the same way
+from serving import free_port, serve
 
 CASES = [  # (label, endpoint, options, which image: an offset into the examples that moves each call, or None:
     # always the first; the two new-image cases use different images, so that neither finds the other's work)
@@ -105,7 +70,7 @@ def main():
     p.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.serve:
-        return serve(a.serve)
+        return serve(a.serve, str(ROOT))
     from gradio_client import Client
 
     from vitviz.data import gallery
@@ -116,7 +81,7 @@ def main():
     )
     try:
         url = f"http://127.0.0.1:{port}/"
-        wait_for(url, server)
+        started(url, server)
         images = [path for path, _ in gallery.items("cifar10")]
         client = Client(url, verbose=False, download_files=False)
         medians = {}

@@ -50,10 +50,9 @@ def pos_embed_similarity(model: LoadedViT) -> torch.Tensor | None:
     """(P, P) cosine similarity between the patch positions' learned embeddings (prefix tokens left out: the
     patches' positions are the last P in every family); None for a model with rotary positions (DINOv3), which
     learns no embedding per position."""
-    v = model
-    if v.adapter.pos_embed is None:
+    if model.adapter.pos_embed is None:
         return None
-    pe = v.adapter.pos_embed.detach()[0, -v.layout.num_patches :].float()  # (P, D)
+    pe = model.adapter.pos_embed.detach()[0, -model.layout.num_patches :].float()  # (P, D)
     pe = pe / pe.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     return (pe @ pe.T).clamp(-1, 1)
 

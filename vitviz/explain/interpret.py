@@ -260,8 +260,7 @@ def occlusion(
     exact path). The unoccluded image runs in the same precision as the occluded ones, so that rounding never
     shows up as a patch's effect."""
     needs_classes(model)
-    v = model
-    patch = v.layout.patch_size
+    patch = model.layout.patch_size
     B, _, H, W = x.shape
     P = (H // patch) * (W // patch)
     if bf16 is None:
@@ -272,7 +271,7 @@ def occlusion(
 
     def probs_of(images: torch.Tensor) -> torch.Tensor:
         with precision():
-            return v.probabilities(v(images).float())
+            return model.probabilities(model(images).float())
 
     with eval_mode(model):
         probs = probs_of(x)
@@ -298,15 +297,14 @@ def legrad(model: LoadedViT, x: torch.Tensor, target: torch.Tensor | int | None 
     attention applied to layer l's tokens. The patches' values are summed over the layers and min-max scaled
     per image (all zeros when nothing depends on the patches). `target` None: the predicted class."""
     needs_classes(model)
-    v = model
     out = intermediates(model, x, grad=True)
-    attns, K = out["attn"], v.layout.num_prefix
+    attns, K = out["attn"], model.layout.num_prefix
     t = _targets(out["logits"], target)
-    pooled = v.layout.reader == "pooling query"
+    pooled = model.layout.reader == "pooling query"
     total = torch.zeros(x.shape[0], attns[0].shape[-1] - K, device=x.device)
     with torch.enable_grad():  # each layer's tokens through the final norm and head, in the same graph
         for layer, (tokens, a) in enumerate(zip(out["tokens"], attns)):
-            logits, a = v.adapter.pool(tokens) if pooled else (classify(model, tokens), a)
+            logits, a = model.adapter.pool(tokens) if pooled else (classify(model, tokens), a)
             s = logits.gather(1, t[:, None]).sum()
             g = _grad(s, [a], retain=layer < len(attns) - 1)[0].float().clamp(min=0)
             total += g.mean(1) if pooled else g.mean(dim=(1, 2))[:, K:]
@@ -356,10 +354,9 @@ def lens(model: LoadedViT, blocks: torch.Tensor) -> torch.Tensor:
     """(B, L, N, D) block outputs -> (B, L, C) class probabilities: each block's tokens through the model's
     final norm and head (what the model would predict if it stopped there; for CLIP and SigLIP, each layer's
     pooled token through the final norm and projection against every label), by the model's own rule."""
-    v = model
     with torch.no_grad():
-        return v.probabilities(
-            torch.stack([classify(v, blocks[:, i].to(v.dtype)) for i in range(blocks.shape[1])], 1).float()
+        return model.probabilities(
+            torch.stack([classify(model, blocks[:, i].to(model.dtype)) for i in range(blocks.shape[1])], 1).float()
         )
 
 

@@ -25,10 +25,9 @@ def num_prefix(model: LoadedViT | TokenLayout | int) -> int:
 
 def needs_classes(model: LoadedViT) -> None:
     """ValueError with a sentence when the model has no classes to explain (DINO, DINOv2, DINOv3 backbones)."""
-    v = model
-    if v.head is None:
+    if model.head is None:
         raise ValueError(
-            f"{v.card.title} has no classifier (it learned without labels), so there is no class to explain; its "
+            f"{model.card.title} has no classifier (it learned without labels), so there is no class to explain; its "
             "attention, features and patch similarity show what it sees."
         )
 

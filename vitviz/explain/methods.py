@@ -142,7 +142,6 @@ def curves(
 ) -> torch.Tensor:
     """(B, steps + 1) probability of `target` (B,) as the patches are hidden (or, `insertion`, revealed)
     most relevant first, after 0, 1/steps, ..., all of them."""
-    v = model
     B, P = relevance.shape
     r = ranks(relevance)
     counts = [round(k * P / steps) for k in range(steps + 1)]
@@ -152,7 +151,7 @@ def curves(
     masked = hide(model, xs, hidden.reshape(-1, P))
     with eval_mode(model):
         probs = torch.cat(
-            [v.probabilities(v(masked[i : i + batch_size]).float()) for i in range(0, len(masked), batch_size)]
+            [model.probabilities(model(masked[i : i + batch_size]).float()) for i in range(0, len(masked), batch_size)]
         )
     return probs.view(B, len(counts), -1).gather(2, target.view(B, 1, 1).expand(B, len(counts), 1))[..., 0]
 

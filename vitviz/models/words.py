@@ -135,30 +135,29 @@ def with_labels(
         raise TypeError(
             "with_labels takes a model's record: vitviz.load_model(...) or vitviz.models.hub.loaded(module)"
         )
-    v = model
-    if getattr(v.adapter, "text", None) is None:
+    if getattr(model.adapter, "text", None) is None:
         if labels is None and template is None:
-            return v
+            return model
         raise ValueError(
-            f"{v.card.title} has fixed classes; labels in words need a model with a text tower (CLIP, SigLIP)."
+            f"{model.card.title} has fixed classes; labels in words need a model with a text tower (CLIP, SigLIP)."
         )
     labels, template = parse_labels(labels), check_template(template)
-    if v.card.classes == labels and v.card.template == template:
-        return v
-    text, key = v.adapter.text, (labels, template)
+    if model.card.classes == labels and model.card.template == template:
+        return model
+    text, key = model.adapter.text, (labels, template)
     with _lock:
         kept = text.records.get(key)
     if kept is not None:  # the same record for the same words: what a visitor's views are kept by
         return kept
     from copy import copy
 
-    adapter = copy(v.adapter)
-    m = v.module
+    adapter = copy(model.adapter)
+    m = model.module
     adapter.words = Words(
-        _embed(v, labels, template), m.logit_scale.detach(), m.logit_bias.detach() if text.sigmoid else None
+        _embed(model, labels, template), m.logit_scale.detach(), m.logit_bias.detach() if text.sigmoid else None
     )
-    cfg = replace(v.card.config, num_classes=len(labels))
-    record = replace(v, adapter=adapter, card=replace(v.card, config=cfg, classes=labels, template=template))
+    cfg = replace(model.card.config, num_classes=len(labels))
+    record = replace(model, adapter=adapter, card=replace(model.card, config=cfg, classes=labels, template=template))
     with _lock:
         record = text.records.setdefault(key, record)
         while len(text.records) > KEEP:

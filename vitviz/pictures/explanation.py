@@ -87,20 +87,19 @@ def parse_target(model: LoadedViT, target: int | None) -> int | None:
 
 def analyse(model: LoadedViT, pixels: np.ndarray, target: int | None = None) -> Explanation:
     """One forward and backward pass: probabilities, attention and gradient rollout for `target`."""
-    v = model
     x = model.tensor(pixels)
-    K = v.layout.num_prefix
-    if v.head is None:  # no classifier (DINO, DINOv2): no class, no logit lens; its features instead
+    K = model.layout.num_prefix
+    if model.head is None:  # no classifier (DINO, DINOv2): no class, no logit lens; its features instead
         with torch.no_grad():
-            out = v.forward_intermediates(x)
-            features = v.norm(out["tokens"][-1])[0, K:].float().cpu()
+            out = model.forward_intermediates(x)
+            features = model.norm(out["tokens"][-1])[0, K:].float().cpu()
         return Explanation(
             pixels,
             torch.zeros(0),
             -1,
             torch.stack(out["attn"], 1)[0].float().cpu(),
-            torch.zeros(v.layout.num_patches),
-            torch.zeros(len(v.blocks), 0),
+            torch.zeros(model.layout.num_patches),
+            torch.zeros(len(model.blocks), 0),
             torch.stack([t.float().norm(dim=-1) for t in out["tokens"]], 1)[0].cpu(),
             prefix=K,
             features=features,
@@ -108,7 +107,7 @@ def analyse(model: LoadedViT, pixels: np.ndarray, target: int | None = None) -> 
     ex = interpret.attention_and_relevance(model, x, target=parse_target(model, target))
     return Explanation(
         pixels,
-        v.probabilities(ex["logits"][0]).cpu(),
+        model.probabilities(ex["logits"][0]).cpu(),
         int(ex["target"][0]),
         ex["attn"][0].cpu(),
         ex["grad_rollout"][0].cpu(),
@@ -132,13 +131,14 @@ def class_map(model: LoadedViT, ex: Explanation, method: str) -> torch.Tensor:
 def what_it_knows(model: LoadedViT) -> str:
     """The prediction box's title: which classes the model knows, at what size (a photo of anything else still
     gets one of them)."""
-    v = model
-    card = v.card
+    card = model.card
     s, n = card.config.image_size, len(card.classes)
     if n == 0:
         return "No prediction: this model has no classifier (it learned without labels)"
-    if v.zero_shot:
-        rule = "each its own sigmoid: they need not add up to 100%" if v.adapter.words.sigmoid else "softmax over them"
+    if model.zero_shot:
+        rule = (
+            "each its own sigmoid: they need not add up to 100%" if model.adapter.words.sigmoid else "softmax over them"
+        )
         return f"Zero-shot: your {n} label{'s' * (n > 1)}, scored against the image ({rule})"
     if n <= 12:
         return f"Top 5 (this model knows only {n} classes, at {s}x{s} px)"
@@ -148,8 +148,7 @@ def what_it_knows(model: LoadedViT) -> str:
 def shown_classes(model: LoadedViT) -> int:
     """How many classes the prediction box lists: the top 5, or every label of a model scored in words (up to
     10)."""
-    v = model
-    return min(10, len(v.card.classes)) if v.zero_shot else 5
+    return min(10, len(model.card.classes)) if model.zero_shot else 5
 
 
 def top_k(model: LoadedViT, probs: torch.Tensor, k: int | None = None) -> dict[str, float]:

@@ -150,10 +150,9 @@ FILTER_COLOURS = (
 def _head(model: LoadedViT, w: Walk) -> np.ndarray:
     """The last stage: the head's logits and probabilities, a model scored in words' comparison with each label,
     or why a model without a classifier has none."""
-    v = model
-    if not v.card.classes:
+    if not model.card.classes:
         return message_panel(224, "The head", NO_HEAD)
-    return label_bars(model, w.logits) if v.zero_shot else _bars(model, w)
+    return label_bars(model, w.logits) if model.zero_shot else _bars(model, w)
 
 
 def _bars(model: LoadedViT, w: Walk) -> np.ndarray:
@@ -225,18 +224,17 @@ def _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch) -> dict[s
 def _positions_text(model: LoadedViT, front: str, N: int, D: int, grow: float, patch: int | None) -> str | None:
     """The fourth stage's sentence where the usual one is false: no learned positions (rotary), or no token put
     in front (SigLIP); None otherwise."""
-    v = model
-    if interpret.pos_embed_similarity(v) is None:
+    if interpret.pos_embed_similarity(model) is None:
         return (
             f"{front} put in front ({N} tokens). No positional embedding is added: inside every attention, each "
             "query and key is turned by an angle set by its patch's row and column (rotary positions), so "
             "attention knows where tokens are without a vector per position."
         )
-    if not v.layout.prefix:
+    if not model.layout.prefix:
         return (
             f"No token is put in front: the {N} tokens are the patches, and a learned positional embedding is added "
             f"to each, one {D}-vector per position (it changes them by {100 * grow:.0f}% of their length on "
-            f"average). After the last block a {v.layout.reader} reads them all. Right: how similar "
+            f"average). After the last block a {model.layout.reader} reads them all. Right: how similar "
             f"{f'position {patch}' if patch is not None else 'the centre position'}'s embedding is to every other "
             "position's."
         )
@@ -245,13 +243,12 @@ def _positions_text(model: LoadedViT, front: str, N: int, D: int, grow: float, p
 
 def _reads(model: LoadedViT) -> str:
     """What reads the tokens to predict, in words."""
-    v = model
-    if v.layout.reader == "pooling query":
+    if model.layout.reader == "pooling query":
         return "the pooling head reading the final-normed tokens, scored against your labels,"
-    if v.layout.reader == "CLS and distillation":
+    if model.layout.reader == "CLS and distillation":
         return "the CLS and distillation tokens read by the final norm and their two heads (averaged)"
     return "the CLS token read by the final norm and " + (
-        "projection, scored against your labels," if v.zero_shot else "head"
+        "projection, scored against your labels," if model.zero_shot else "head"
     )
 
 

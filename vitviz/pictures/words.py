@@ -21,23 +21,21 @@ def cosines(model: LoadedViT, logits: torch.Tensor) -> torch.Tensor:
 def label_bars(model: LoadedViT, logits: torch.Tensor) -> np.ndarray:
     """The labels' cosines with the image and their probabilities by the model's rule, side by side (the 10 most
     probable)."""
-    v = model
-    rule = "sigmoid of each score (%)" if v.adapter.words.sigmoid else "softmax over the labels (%)"
-    probs = v.probabilities(logits.float())
+    rule = "sigmoid of each score (%)" if model.adapter.words.sigmoid else "softmax over the labels (%)"
+    probs = model.probabilities(logits.float())
     return figures.score_bars(
-        v.card.classes, cosines(model, logits), probs, "cosine with the label's text embedding", rule
+        model.card.classes, cosines(model, logits), probs, "cosine with the label's text embedding", rule
     )
 
 
 def head_sentence(model: LoadedViT, logits: torch.Tensor) -> str:
     """The last step in words, with this model's numbers."""
-    v = model
-    words, classes = v.adapter.words, v.card.classes
-    probs = v.probabilities(logits.float())
+    words, classes = model.adapter.words, model.card.classes
+    probs = model.probabilities(logits.float())
     best = int(probs.argmax())
     pooled = (
         "the pooling head (a learned query attending to every token) makes one vector of the final-normed tokens"
-        if v.layout.reader == "pooling query"
+        if model.layout.reader == "pooling query"
         else "the final norm and a linear projection turn the CLS token into the image's embedding"
     )
     rule = (
@@ -47,7 +45,7 @@ def head_sentence(model: LoadedViT, logits: torch.Tensor) -> str:
         else "a softmax over your labels makes them probabilities that add up to 100%"
     )
     return (
-        f'After the last block {pooled}. Each label, written into the prompt "{v.card.template}", goes through the '
+        f'After the last block {pooled}. Each label, written into the prompt "{model.card.template}", goes through the '
         f"text tower to its own embedding; the score is their cosine times a learned scale "
         f"({float(words.scale.exp()):.1f}), {rule}: **{classes[best]}** ({100 * float(probs[best]):.1f}%)."
     )
