@@ -73,16 +73,12 @@ def stream_run(
     kept: dict[int, torch.nn.Module] = {}
     head = ""
     pace = Pace((cfg.model_config(), cfg.batch_size, cfg.device), others=others)
-    if out_dir is None:
-        out_dir = scratch.new_folder("run")
-    out = Path(out_dir) / f"vitviz-{cfg.dataset}-{cfg.preset}"
+    out = Path(out_dir or scratch.new_folder("run")) / f"vitviz-{cfg.dataset}-{cfg.preset}"
     for ev in train(cfg, data=data, stop=stop, out=out, snapshots=True):
         kind = ev["event"]
         now = time.perf_counter()
         if kind == "start":
-            head = f"Training a {ev['params']:,}-parameter ViT on **{ev['device_name']}** ({ev['precision']}), " + (
-                f"{ev['train_images']:,} {cfg.dataset} images {note}".strip()
-            )
+            head = start_line(ev, cfg.dataset, note)
             yield Update(status=head + " ... starting", progress=0.0)
             continue
         if kind == "step":
@@ -127,6 +123,13 @@ def stream_run(
                 )
             yield finished(kind, ev, last, history, reached, out, kept, cfg)
             return
+
+
+def start_line(ev: dict, dataset: str, note: str) -> str:
+    """The status line's head for the whole run: the model's size, where it trains, on how many images."""
+    return f"Training a {ev['params']:,}-parameter ViT on **{ev['device_name']}** ({ev['precision']}), " + (
+        f"{ev['train_images']:,} {dataset} images {note}".strip()
+    )
 
 
 def step_status(head: str, ev: dict, pace: Pace) -> str:

@@ -62,11 +62,12 @@ def select(
     labels: str | None = None,
     template: str | None = None,
     token: object = -1,
+    model: LoadedViT | None = None,
 ) -> Selection:
     """The selection an event asks for: the model resolved once (in `labels` and `template` for a model with a
-    text tower), the image decoded once for this visitor, the token checked against the model; gr.Error (a
-    FieldError about its control) with a sentence otherwise."""
-    model = in_words(resolve_model(model_key, v), labels, template)
+    text tower; `model`: the record this event resolved already), the image decoded once for this visitor, the
+    token checked against the model; gr.Error (a FieldError about its control) with a sentence otherwise."""
+    model = model or in_words(resolve_model(model_key, v), labels, template)
     chosen = selected_token(token, model.layout)
     return Selection(model_key, model, picture(v, model, image), chosen)
 

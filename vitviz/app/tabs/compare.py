@@ -43,7 +43,7 @@ def one_side(
             raise gr.Error(too_costly)
         classes = model.card.classes
         known = target in classes
-        s = select(visitor(state), image, key, *words)  # a visitor's file is decoded once, kept for both sides
+        s = select(visitor(state), image, key, model=model)  # a visitor's file is decoded once, kept for both sides
         ex = explanation.analyse(s.model, s.pixels, classes.index(target) if known else None)
     except gr.Error as e:
         return [None] * len(SIDE), f"⚠️ {e.message}"

@@ -68,7 +68,7 @@ def explore_view(
         too_costly = method_refusal(o.method, model.card.config)
         if too_costly:
             raise FieldError(too_costly, "target")
-        s = select(v, image, model_key, labels, template, o.token.number)
+        s = select(v, image, model_key, token=o.token.number, model=model)
         try:
             t = explanation.parse_target(model, target)
         except ValueError as e:

@@ -37,7 +37,7 @@ def _study(image: ImagePayload, model_key: str, v, words: tuple = (None, None)):
             "classifier (it learned its features without labels): choose a model with classes."
         )
     cfg = model.card.config
-    s = select(v, image, model_key, *words)
+    s = select(v, image, model_key, model=model)
     why = map_cost_note(
         "Every map's deletion curve and occlusion for this image", removal.study_passes(cfg), removal.study_gflop(cfg)
     )
