@@ -92,3 +92,16 @@ def test_gradio_clients_refusal_of_an_unknown_keyword_reads_as_expected(app):
         Client(url, verbose=False).predict(None, colour=3, api_name="/echo")
     found = internals.UNKNOWN_KEYWORD.search(str(refused.value))
     assert found and found.group(1) == "colour", str(refused.value)
+
+
+def test_a_folder_served_first_is_checked_before_gradios_own_static_paths(tmp_path):
+    from gradio.data_classes import _StaticFiles
+    from gradio.utils import is_static_file
+
+    picture = tmp_path / "p.jpg"
+    picture.write_bytes(b"x")
+    assert not is_static_file(str(picture))
+    gr.set_static_paths([tmp_path / "else"])  # registered before it, as Gradio registers its icons
+    internals.serve_first(tmp_path)
+    assert is_static_file(str(picture))  # Gradio serves it as it is, never copying it into its cache
+    assert _StaticFiles.all_paths[0] == tmp_path.resolve()

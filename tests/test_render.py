@@ -167,3 +167,36 @@ def test_a_signed_map_is_drawn_on_a_diverging_scale_centred_on_zero():
     ).class_map()
     assert not has(legrad, blue)  # a one-way map keeps its one-way scale
     assert explore_pictures.METHODS["occlusion"].sides and not explore_pictures.METHODS["LeGrad"].sides
+
+
+@pytest.mark.parametrize("width,size", [(600, 15), (300, 15), (420, 22)])
+def test_titles_written_word_by_word_read_as_pils_own_text(width, size):
+    """text.write draws each word once and reuses it; the block must look as PIL's ImageDraw.text draws the
+    same lines (same wrapping, every stroke within a pixel of PIL's: only kerning across two words is left out)."""
+    from PIL import ImageDraw
+
+    from vitviz.pictures import panels
+    from vitviz.pictures.text import font
+
+    title = "Attention from patch 17 (row 2, column 1) in layer 5, head 3; the patch itself at the others' maximum"
+    ours = panels.text_block(title, width, size, (30, 30, 30))
+    f, lines, line = font(size), [], ""
+    for word in title.split():  # greedy wrapping measured by PIL, written out here
+        if line and f.getlength(f"{line} {word}") > width - 8:
+            lines, line = [*lines, line], word
+        else:
+            line = f"{line} {word}".strip()
+    lines.append(line)
+    pil = Image.new("RGB", (width, 4 + (size + 4) * len(lines)), (255, 255, 255))
+    for i, text in enumerate(lines):
+        x = round((width - f.getlength(text)) / 2)  # on a whole pixel, as the words are placed
+        ImageDraw.Draw(pil).text((x, 2 + i * (size + 4)), text, fill=(30, 30, 30), font=f)
+    pil = np.asarray(pil)
+    assert ours.shape == pil.shape
+    for axis in (0, 1):  # the ink's extent along each axis, row by row and column by column
+        a, b = (np.flatnonzero((p < 128).any(axis=(2, 1 - axis))) for p in (ours, pil))
+        assert abs(a[0] - b[0]) <= 1 and abs(a[-1] - b[-1]) <= 1
+    ink = [(p < 128).all(axis=2) for p in (ours, pil)]
+    near = [m | np.roll(m, 1, axis=1) | np.roll(m, -1, axis=1) for m in ink]  # within a pixel sideways
+    assert not (ink[0] & ~near[1]).any() and not (ink[1] & ~near[0]).any()  # kerning across two words is left out
+    assert abs(int(ink[0].sum()) - int(ink[1].sum())) <= 0.05 * ink[1].sum()

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
 from dataclasses import replace
 
 import torch
+from cachetools import LRUCache
 
 from vitviz.models.loaded import LoadedViT
 
@@ -93,9 +93,8 @@ def _embed(v: LoadedViT, labels: tuple[str, ...], template: str) -> torch.Tensor
     text = v.adapter.text
     key = (labels, template)
     with _lock:
-        hit = text.kept.get(key)
+        hit = text.kept.get(key)  # and now the most recently used
         if hit is not None:
-            text.kept.move_to_end(key)
             return hit
     tok = text.tokenizer([template.format(t) for t in labels], return_tensors="pt", **text.padding)
     with torch.no_grad():
@@ -103,9 +102,7 @@ def _embed(v: LoadedViT, labels: tuple[str, ...], template: str) -> torch.Tensor
         feats = out.pooler_output if hasattr(out, "pooler_output") else out
         feats = (feats / feats.norm(dim=-1, keepdim=True)).float()
     with _lock:
-        text.kept[key] = feats
-        while len(text.kept) > KEEP:
-            text.kept.popitem(last=False)
+        text.kept[key] = feats  # the least recently used list goes past KEEP
     return feats
 
 
@@ -118,8 +115,8 @@ class TextTower:
         # SigLIP was trained on text padded to its full length; CLIP reads up to its end token
         self.padding = {"padding": "max_length" if sigmoid else True, "truncation": True}
         self.with_mask = not sigmoid
-        self.kept: OrderedDict = OrderedDict()  # (labels, template) -> their text embeddings
-        self.records: dict = {}  # (labels, template) -> the labelled record (vitviz.models.loaded.LoadedViT)
+        self.kept: LRUCache = LRUCache(KEEP)  # (labels, template) -> their text embeddings
+        self.records: LRUCache = LRUCache(KEEP)  # (labels, template) -> the labelled record (models.loaded.LoadedViT)
 
     def mask(self, tok: dict, device: torch.device) -> dict:
         return {"attention_mask": tok["attention_mask"].to(device)} if self.with_mask else {}
@@ -159,7 +156,5 @@ def with_labels(
     cfg = replace(model.card.config, num_classes=len(labels))
     record = replace(model, adapter=adapter, card=replace(model.card, config=cfg, classes=labels, template=template))
     with _lock:
-        record = text.records.setdefault(key, record)
-        while len(text.records) > KEEP:
-            text.records.pop(next(iter(text.records)))
+        record = text.records.setdefault(key, record)  # the least recently used past KEEP goes
     return record

@@ -14,9 +14,10 @@ import matplotlib
 import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from vitviz.pictures.style import current, px
+from vitviz.pictures.text import font, text_width
 
 BG = (255, 255, 255)
 HIGHLIGHT = (0, 230, 255)
@@ -26,14 +27,6 @@ def as_array(a: float) -> np.ndarray:
     return a.detach().cpu().float().numpy() if torch.is_tensor(a) else np.asarray(a, dtype=np.float32)
 
 
-@functools.lru_cache(maxsize=32)
-def font(size: int = 12) -> ImageFont.FreeTypeFont:
-    try:
-        return ImageFont.load_default(size=size)
-    except TypeError:  # Pillow < 10.1
-        return ImageFont.load_default()
-
-
 def colorize(
     m: torch.Tensor, cmap: str = "inferno", vmin: float | None = None, vmax: float | None = None
 ) -> np.ndarray:
@@ -41,8 +34,11 @@ def colorize(
     a = as_array(m)
     lo = float(np.nanmin(a)) if vmin is None else vmin
     hi = float(np.nanmax(a)) if vmax is None else vmax
-    t = np.clip((a - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
-    return colour_table(cmap)[(np.nan_to_num(t) * 255).astype(np.uint8)]
+    t = np.subtract(a, lo, dtype=np.float32)
+    t *= np.float32(255 / (hi - lo if hi > lo else 1.0))
+    np.clip(t, 0, 255, out=t)
+    np.nan_to_num(t, copy=False)
+    return np.take(colour_table(cmap), t.astype(np.uint8), axis=0)  # a third of fancy indexing's time
 
 
 @functools.lru_cache(maxsize=16)
@@ -221,7 +217,7 @@ def tile_margins(row_labels: tuple, has_cols: bool, size: int | None = None) -> 
     """(left, top): where `tile` puts its first tile, after the row and column labels (at `size`; None: as
     `tile` draws them by default)."""
     size = px(14) if size is None else size
-    left = 8 + int(max(font(size).getlength(lab) for lab in row_labels)) if row_labels else 0
+    left = 8 + int(max(text_width(lab, size) for lab in row_labels)) if row_labels else 0
     return left, (size + 7 if has_cols else 0)
 
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vitviz.pictures.draw import BG, colour_table, font
+from vitviz.pictures.draw import BG, colour_table
 from vitviz.pictures.style import NARROW_PX, current, px
+from vitviz.pictures.text import font, text_width, write
 
 TITLE_PX = 15
 TEXT_PX = 14
@@ -77,13 +78,10 @@ def plain(values: list[float], most: int = 10) -> list[str]:
 
 def wrap(text: str, width: int, size: int = TEXT_PX) -> list[str]:
     """`text` broken into lines no wider than `width` pixels at `size`."""
-    f = font(size)
-    if "\n" not in text and f.getlength(text.strip()) <= width:  # most titles: one line, measured once
-        return [" ".join(text.split())] if text.strip() else []
     lines, line = [], ""
     for word in text.split():
         trial = f"{line} {word}".strip()
-        if line and f.getlength(trial) > width:
+        if line and text_width(trial, size) > width:
             lines.append(line)
             line = word
         else:
@@ -95,13 +93,11 @@ def wrap(text: str, width: int, size: int = TEXT_PX) -> list[str]:
 def _text_block(text: str, width: int, size: int, color: tuple, centre: bool, bg: tuple) -> np.ndarray:
     lines = wrap(text, width - 8, size)
     step = size + 4
-    im = Image.new("RGB", (width, 4 + step * max(1, len(lines))), bg)
-    d = ImageDraw.Draw(im)
-    f = font(size)
+    im = np.full((4 + step * max(1, len(lines)), width, 3), bg, np.uint8)
     for i, line in enumerate(lines):
-        x = (width - f.getlength(line)) / 2 if centre else 4
-        d.text((x, 2 + i * step), line, fill=color, font=f)
-    return np.asarray(im)
+        write(im, (width - text_width(line, size)) / 2 if centre else 4, 2 + i * step, line, size, color)
+    im.flags.writeable = False
+    return im
 
 
 def text_block(

@@ -12,19 +12,22 @@ upgrade that changes one fails there rather than quietly in a visitor's reply.
   cache folder and a step before its `postprocess`: the cache's bound (gradio_files) and the pictures written
   straight into it (widgets);
 - the folder of uploads, the app's allowed folders, and Gradio's own test of a path being inside a folder;
+- the order of Gradio's static paths (`serve_first`: the served pictures' folder checked first);
 - the text of gradio_client's refusal of an unknown keyword (`UNKNOWN_KEYWORD`), turned into a sentence.
 
-Public mechanisms are used wherever Gradio has one: `gr.set_static_paths` (the served pictures),
+Public mechanisms are used wherever Gradio has one: `gr.set_static_paths` (the served pictures, then put first),
 `app_kwargs` (the API's own refusals), `gr.State(delete_callback=...)`, `demo.unload`, `delete_cache`.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 
 import gradio as gr
 from gradio.blocks import BlockFunction
+from gradio.data_classes import _StaticFiles
 from gradio.utils import get_upload_folder, is_in_or_equal
 
 __all__ = ["BlockFunction", "HookedBlocks", "UNKNOWN_KEYWORD"]
@@ -146,3 +149,12 @@ def allowed_folders(blocks: gr.Blocks) -> list[str]:
 def inside(path: str, folder: str) -> bool:
     """Gradio's own test of `path` being `folder` or inside it."""
     return is_in_or_equal(path, folder)
+
+
+def serve_first(folder: str | os.PathLike) -> None:
+    """Serve `folder` as it is (`gr.set_static_paths`) and make it the first of Gradio's static paths: Gradio
+    checks each file of every reply against them in turn, resolving both paths each time, and the icons it
+    registers itself come first otherwise (two deep paths resolved for each picture, before ours)."""
+    gr.set_static_paths([folder])
+    paths = _StaticFiles.all_paths
+    paths.insert(0, paths.pop())

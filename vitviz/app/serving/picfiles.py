@@ -31,10 +31,10 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import gradio as gr
 import numpy as np
 from PIL import Image
 
+from vitviz.app.serving import gradio_internals as internals
 from vitviz.runtime import scratch
 
 RETIRE_S = 30.0  # a replaced picture's file is kept this long: a reply of the same visitor made a moment earlier
@@ -53,7 +53,7 @@ def served() -> Path:
         if _served is None or not _served.is_dir():
             _served = scratch.new_folder("served")
             scratch.hold(_served)
-            gr.set_static_paths([_served])
+            internals.serve_first(_served)
         return _served
 
 
