@@ -52,7 +52,7 @@ def main():
             break
     print(
         f"{a.dataset}: first step reported at {first_step:.1f} s; first validation point at "
-        f"{first_val:.1f} s ({cfg.quick_val_images} held-out images, every {cfg.quick_val_every_s:g} s); "
+        f"{first_val:.1f} s ({cfg.report.quick_val_images} held-out images, every {cfg.report.quick_val_every_s:g} s); "
         f"{vals} points in a {a.seconds:g} s run (target: the first within about 8 s)"
     )
 

@@ -85,9 +85,9 @@ def main():
     a = p.parse_args()
     torch.manual_seed(0)
     model = ViT(make_config(a.preset, dropout=0.0 if a.preset == "quick" else None)).train()
-    cfg = TrainConfig(dataset="cifar10", preset=a.preset, batch_size=a.batch, amp=not a.no_amp)
+    cfg = TrainConfig.of(dataset="cifar10", preset=a.preset, batch_size=a.batch, amp=not a.no_amp)
     opt = make_optimizer(model, cfg)
-    precision = run_precision(model, torch.device("cpu"), cfg.amp, a.batch)  # measured, as a run does
+    precision = run_precision(model, torch.device("cpu"), cfg.budget.amp, a.batch)  # measured, as a run does
     x = torch.randn(a.batch, 3, 32, 32)
     y = torch.randint(0, 10, (a.batch,))
     for _ in range(2):

@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,8 +37,8 @@ def largest_admitted(bound_gb: float, arch: tuple | None = None):
 
     best = None
     for w, d, h, patch, preset in [arch] if arch else EXTREMES:
-        cfg = TrainConfig(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch)
-        cfg = replace(cfg, batch_size=largest_batch(cfg, bound_gb))
+        cfg = TrainConfig.of(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch)
+        cfg = cfg.but(batch_size=largest_batch(cfg, bound_gb))
         if cfg.peak_memory_gb() > bound_gb:
             continue  # not admitted even at the smallest batch
         m = cfg.model_config()
@@ -66,7 +65,7 @@ def run(bound_gb: float, budget: float, precision: str, arch: tuple | None = Non
     def split(n):
         return Split(torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=g), torch.arange(n) % 10)
 
-    n_train = 3 * cfg.batch_size  # a few steps an epoch: the epoch's validation and snapshot come round
+    n_train = 3 * cfg.budget.batch_size  # a few steps an epoch: the epoch's validation and snapshot come round
     data = Dataset(
         "cifar10", split(n_train), split(1000), split(100), list(CIFAR10_CLASSES), (0.5,) * 3, (0.5,) * 3, True, "x"
     )
@@ -74,12 +73,12 @@ def run(bound_gb: float, budget: float, precision: str, arch: tuple | None = Non
     cfg = quick.run_config(
         torch.device("cpu"),
         dataset="cifar10",
-        preset=cfg.preset,
-        depth=cfg.depth,
-        num_heads=cfg.num_heads,
-        embed_dim=cfg.embed_dim,
-        patch_size=cfg.patch_size,
-        batch_size=cfg.batch_size,
+        preset=cfg.arch.preset,
+        depth=cfg.arch.depth,
+        num_heads=cfg.arch.num_heads,
+        embed_dim=cfg.arch.embed_dim,
+        patch_size=cfg.arch.patch_size,
+        batch_size=cfg.budget.batch_size,
         time_budget=budget,
         epochs=200,
     )
@@ -91,7 +90,7 @@ def run(bound_gb: float, budget: float, precision: str, arch: tuple | None = Non
     wall = time.perf_counter() - t0
     m = cfg.model_config()
     return dict(
-        config=[m.embed_dim, m.depth, m.num_heads, cfg.batch_size, m.patch_size, cfg.preset],
+        config=[m.embed_dim, m.depth, m.num_heads, cfg.budget.batch_size, m.patch_size, cfg.arch.preset],
         precision=precision,
         measured_gb=round((peak() - base) / 2**20, 3),
         estimate_gb=round(cfg.peak_memory_gb(), 3),

@@ -71,7 +71,7 @@ def baseline_rounds(data, steps, warmup, device, bs=128) -> Iterator[float]:
 def ours_rounds(data, steps, warmup, device, rounds, bs=128, amp=True) -> Iterator[float]:
     """vitviz's training loop, `steps` steps at a time after `warmup`: yields each round's images/s, timed from
     step event to step event (the loop is paused between rounds)."""
-    cfg = TrainConfig(
+    cfg = TrainConfig.of(
         dataset="cifar10",
         preset="seed",
         epochs=(warmup + rounds * steps + 1) / (len(data.train) // bs),

@@ -77,7 +77,7 @@ def one(w: int, d: int, h: int, bs: int, patch: int, preset: str = "tiny") -> di
     from vitviz.training.loop import build_model, make_optimizer, train_step
 
     base = reset_peak()
-    cfg = TrainConfig(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch, batch_size=bs)
+    cfg = TrainConfig.of(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch, batch_size=bs)
     empty = Split(torch.zeros(0, 3, 32, 32, dtype=torch.uint8), torch.zeros(0, dtype=torch.long))
     data = Dataset("cifar10", empty, empty, empty, list(CIFAR10_CLASSES), (0.5,) * 3, (0.5,) * 3, True, "none")
     model = build_model(cfg, data).train()
@@ -103,7 +103,7 @@ def largest(w: int, d: int, h: int, patch: int, preset: str) -> tuple:
     from vitviz.training.config import TrainConfig, largest_batch
 
     limit = float(os.environ.get("VITVIZ_TRAIN_MEMORY_GB") or 4)
-    cfg = TrainConfig(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch)
+    cfg = TrainConfig.of(preset=preset, embed_dim=w, depth=d, num_heads=h, patch_size=patch)
     return w, d, h, largest_batch(cfg, limit), patch, preset
 
 

@@ -502,7 +502,7 @@ def test_the_quick_run_is_designed_for_its_budget_and_the_form_follows_it():
     assert not short["augment"] and long["augment"]  # crop and flip only where the run is long enough
     assert quick.quick_defaults(cpu, 60, "mnist")["patch_size"] == 7 and long["patch_size"] == 4
     cfg = quick.run_config(cpu, dataset="mnist", time_budget=60)
-    assert (cfg.patch_size, cfg.token_drop, cfg.time_budget) == (7, 0.5, 60)
+    assert (cfg.arch.patch_size, cfg.optim.token_drop, cfg.budget.time_budget) == (7, 0.5, 60)
     assert train_tab.settings("mnist", *[None] * 4, None, None, 60, *[None] * 5)["patch_size"] == 7
     assert [u["value"] for u in train_tab.follow_recipe("mnist", "60")] == [7, False]
     assert [u["value"] for u in train_tab.follow_recipe("cifar10", "a while")] == [4, False]  # the default budget

@@ -158,7 +158,8 @@ def test_train_config_refuses_with_a_sentence(values, words):
 
 def test_train_config_parses_loose_values():
     cfg = TrainConfig.parse(depth="3", embed_dim=64.0, num_heads="4", lr="0.01", augment="false", subset="")
-    assert (cfg.depth, cfg.embed_dim, cfg.num_heads, cfg.lr, cfg.augment, cfg.subset) == (3, 64, 4, 0.01, False, 0)
+    a, o = cfg.arch, cfg.optim
+    assert (a.depth, a.embed_dim, a.num_heads, o.lr, o.augment, cfg.budget.subset) == (3, 64, 4, 0.01, False, 0)
 
 
 def test_bad_explore_values_get_sentences():

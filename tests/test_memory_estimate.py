@@ -22,15 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("preset, width, depth, heads, patch", [("seed", 256, 4, 4, 4), ("quick", 64, 4, 4, 4)])
 def test_the_largest_allowed_run_peaks_under_its_estimate(preset, width, depth, heads, patch):
     bound = limits.DEFAULTS["VITVIZ_TRAIN_MEMORY_GB"]
-    cfg = TrainConfig(preset=preset, embed_dim=width, depth=depth, num_heads=heads, patch_size=patch)
+    cfg = TrainConfig.of(preset=preset, embed_dim=width, depth=depth, num_heads=heads, patch_size=patch)
     batch = largest_batch(cfg, bound)
     assert 8 < batch <= 2048
-    estimate = TrainConfig(
+    estimate = TrainConfig.of(
         preset=preset, embed_dim=width, depth=depth, num_heads=heads, patch_size=patch, batch_size=batch
     ).peak_memory_gb()
     assert estimate <= bound
     if batch < 2048:  # one more image would be refused
-        over = TrainConfig(
+        over = TrainConfig.of(
             preset=preset, embed_dim=width, depth=depth, num_heads=heads, patch_size=patch, batch_size=batch + 1
         )
         assert over.peak_memory_gb() > bound
@@ -79,7 +79,7 @@ def test_a_whole_run_at_the_largest_admitted_size_peaks_under_its_estimate(preci
 def test_a_timed_run_takes_no_step_past_its_budget_and_validates_what_fits():
     from vitviz.training.clock import RunClock
 
-    cfg = TrainConfig(time_budget=30)
+    cfg = TrainConfig.of(time_budget=30)
     clock = RunClock(cfg, step=0, batch=32)
     clock.t0 -= 20  # 20 s trained
     clock.stepped(5.0)
@@ -94,4 +94,4 @@ def test_a_timed_run_takes_no_step_past_its_budget_and_validates_what_fits():
     # 10 steps of 32 images in 20 s: 16 images/s trained, about 48/s forward; a tenth of the budget is 3 s
     assert clock.validation_cap(10) == pytest.approx(48 * 3, abs=2)
     assert clock.validation_cap(10, share=0.02) == pytest.approx(48 * 2, abs=2)  # 2 s at least
-    assert RunClock(TrainConfig(time_budget=0), 0, 32).validation_cap(10) == 0  # no budget: every image
+    assert RunClock(TrainConfig.of(time_budget=0), 0, 32).validation_cap(10) == 0  # no budget: every image

@@ -168,10 +168,10 @@ def test_a_run_says_which_precision_it_took_and_why(tiny):
     from vitviz.training.loop import TrainConfig, train
 
     tiny = dict(preset="tiny", embed_dim=32, depth=2, num_heads=2, batch_size=32, val_size=0, epochs=0.1)
-    start = next(train(TrainConfig(**tiny), data=synthetic_cifar()))
+    start = next(train(TrainConfig.of(**tiny), data=synthetic_cifar()))
     assert start["precision"] == speed.chosen("training", CPU, lambda: pytest.fail("measured twice")).reason
     assert start["precision"].startswith(("bf16: ", "fp32: "))
-    start = next(train(TrainConfig(amp=False, **tiny), data=synthetic_cifar()))
+    start = next(train(TrainConfig.of(amp=False, **tiny), data=synthetic_cifar()))
     assert start["precision"] == "fp32: mixed precision is off"
 
 

@@ -33,8 +33,8 @@ def test_no_run_trains_past_the_cap(monkeypatch):
         pass
     assert time.perf_counter() - t0 < 3 + 15  # the cap, plus the final validation and pictures
     assert "Finished" in out[0]
-    cfg, note = limits.cap_time(TrainConfig(time_budget=0))
-    assert cfg.time_budget == 3 and "at most 3 s" in note
+    cfg, note = limits.cap_time(TrainConfig.of(time_budget=0))
+    assert cfg.budget.time_budget == 3 and "at most 3 s" in note
 
 
 def test_a_run_that_does_not_fit_in_memory_is_refused_before_it_starts(monkeypatch):
@@ -89,7 +89,7 @@ def test_memory_estimate_covers_what_a_step_uses():
         (128, 4, 4, 1024, 2): 6.63,
     }
     for (w, d, h, bs, p), gb in measured.items():
-        est = TrainConfig(preset="tiny", embed_dim=w, depth=d, num_heads=h, batch_size=bs, patch_size=p)
+        est = TrainConfig.of(preset="tiny", embed_dim=w, depth=d, num_heads=h, batch_size=bs, patch_size=p)
         assert gb <= est.peak_memory_gb() <= 2.5 * gb + 0.5, (w, d, h, bs, p)
 
 

@@ -109,8 +109,8 @@ def test_gpu_time_asked_for_is_capped(monkeypatch):
     from vitviz.training.config import TrainConfig
 
     monkeypatch.setenv("VITVIZ_ZEROGPU_MAX_S", "120")
-    assert train_tab.gpu_seconds(TrainConfig(time_budget=30)) == 30 + train_tab.GPU_MARGIN_S
-    assert train_tab.gpu_seconds(TrainConfig(time_budget=300)) == 120
+    assert train_tab.gpu_seconds(TrainConfig.of(time_budget=30)) == 30 + train_tab.GPU_MARGIN_S
+    assert train_tab.gpu_seconds(TrainConfig.of(time_budget=300)) == 120
 
 
 def test_a_stop_reaches_a_run_in_another_process():

@@ -18,7 +18,7 @@ def events(cfg, **kw):
 
 
 def test_event_stream_shape():
-    evs = events(TrainConfig(epochs=2, **TINY))
+    evs = events(TrainConfig.of(epochs=2, **TINY))
     kinds = [e["event"] for e in evs]
     assert kinds[0] == "start" and kinds[-1] == "done"
     assert kinds.count("epoch") == 2
@@ -33,13 +33,13 @@ def test_event_stream_shape():
 
 def test_loss_falls_when_overfitting_one_batch():
     data = synthetic_cifar(n_train=32)
-    cfg = TrainConfig(epochs=100, lr=1e-2, warmup=0, augment=False, label_smoothing=0.0, weight_decay=0.0, **TINY)
+    cfg = TrainConfig.of(epochs=100, lr=1e-2, warmup=0, augment=False, label_smoothing=0.0, weight_decay=0.0, **TINY)
     losses = [e["loss"] for e in train(cfg, data=data) if e["event"] == "step"]
     assert losses[-1] < 0.4 * losses[0]
 
 
 def test_learning_rate_schedule_warms_up_and_decays():
-    lrs = [e["lr"] for e in events(TrainConfig(epochs=4, warmup=1, lr=1e-3, **TINY)) if e["event"] == "step"]
+    lrs = [e["lr"] for e in events(TrainConfig.of(epochs=4, warmup=1, lr=1e-3, **TINY)) if e["event"] == "step"]
     peak = lrs.index(max(lrs))
     assert 0 < peak < len(lrs) - 1
     assert lrs[0] < max(lrs) and lrs[-1] < 0.1 * max(lrs)
@@ -49,7 +49,7 @@ def test_stop_keeps_what_it_learned(tmp_path):
     stop = threading.Event()
     out = tmp_path / "run" / "m"
     seen = []
-    for ev in train(TrainConfig(epochs=50, **TINY), data=synthetic_cifar(), stop=stop, out=out):
+    for ev in train(TrainConfig.of(epochs=50, **TINY), data=synthetic_cifar(), stop=stop, out=out):
         seen.append(ev)
         if ev["event"] == "step" and ev["step"] == 5:
             stop.set()
@@ -68,14 +68,14 @@ def test_nan_loss_stops_with_a_clear_message(monkeypatch):
         return loss * float("nan"), logits
 
     monkeypatch.setattr(T, "train_step", diverging)
-    evs = events(TrainConfig(epochs=2, lr=1.0, warmup=0, **TINY))
+    evs = events(TrainConfig.of(epochs=2, lr=1.0, warmup=0, **TINY))
     assert evs[-1]["event"] == "error"
     assert "diverged" in evs[-1]["message"] and "learning rate" in evs[-1]["message"]
 
 
 def test_checkpoint_every_epoch_and_resume(tmp_path):
     out = tmp_path / "m"
-    cfg = TrainConfig(epochs=3, **TINY)
+    cfg = TrainConfig.of(epochs=3, **TINY)
     data = synthetic_cifar()
     stop = threading.Event()
     for ev in train(cfg, data=data, out=out, stop=stop):
@@ -93,9 +93,9 @@ def test_checkpoint_every_epoch_and_resume(tmp_path):
 
 def test_resume_refuses_a_different_model(tmp_path):
     out = tmp_path / "m"
-    events(TrainConfig(epochs=1, **TINY), out=out)
+    events(TrainConfig.of(epochs=1, **TINY), out=out)
     with pytest.raises(checkpoint.CheckpointError, match="different model"):
-        list(train(TrainConfig(epochs=1, **{**TINY, "depth": 3}), data=synthetic_cifar(), out=out, resume=True))
+        list(train(TrainConfig.of(epochs=1, **{**TINY, "depth": 3}), data=synthetic_cifar(), out=out, resume=True))
 
 
 def test_cli_help_and_bad_data():
@@ -177,7 +177,7 @@ def test_keep_epochs_and_average(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("VITVIZ_DATA", raising=False)  # no data: the mean gets no validation figure
 
     out = tmp_path / "run" / "model"
-    events(TrainConfig(epochs=4, keep_epochs=2, **TINY), out=out)
+    events(TrainConfig.of(epochs=4, keep_epochs=2, **TINY), out=out)
     kept = sorted(p.name for p in out.parent.glob("model-epoch*"))
     assert kept == [
         "model-epoch003.json",
@@ -199,7 +199,7 @@ def test_keep_epochs_and_average(tmp_path, capsys, monkeypatch):
     assert "val_acc" not in m.card.metrics  # a source's figure would not describe the mean
 
     other = tmp_path / "other" / "model"
-    events(TrainConfig(epochs=1, **{**TINY, "depth": 3}), out=other)
+    events(TrainConfig.of(epochs=1, **{**TINY, "depth": 3}), out=other)
     assert average.main([str(out), str(other), "--out", str(tmp_path / "bad")]) == 1
     assert "different model" in capsys.readouterr().err
 
@@ -208,7 +208,7 @@ def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
     from vitviz.training import average
 
     out = tmp_path / "run" / "model"
-    events(TrainConfig(epochs=2, keep_epochs=2, **{**TINY, "val_size": 24}), out=out)
+    events(TrainConfig.of(epochs=2, keep_epochs=2, **{**TINY, "val_size": 24}), out=out)
     avg = tmp_path / "avg"
     two_epochs = [str(out.parent / "model-epoch001"), str(out.parent / "model-epoch002")]
     rc = average.main([*two_epochs, "--out", str(avg), "--data", str(small_data)])
@@ -219,7 +219,7 @@ def test_average_measures_validation_with_data(tmp_path, small_data, capsys):
     assert 0.0 <= val <= 1.0 and f"{val:.4f}" in printed
 
     # a run that held out nothing gets no (meaningless) validation figure
-    events(TrainConfig(epochs=2, keep_epochs=2, **TINY), out=out)
+    events(TrainConfig.of(epochs=2, keep_epochs=2, **TINY), out=out)
     assert average.main([*two_epochs, "--out", str(avg), "--data", str(small_data)]) == 0
     assert "no validation" in capsys.readouterr().err
     assert "val_acc" not in checkpoint.read_meta(avg)["metrics"]
@@ -247,7 +247,7 @@ def test_quick_validations_come_on_time_and_match_an_evaluation_by_hand():
     from vitviz.training.loop import evaluate
 
     data = synthetic_cifar(n_train=512, n_val=64)
-    cfg = TrainConfig(
+    cfg = TrainConfig.of(
         epochs=50,
         time_budget=2.5,
         quick_val_every_s=0.5,
@@ -287,10 +287,10 @@ def test_dropped_tokens_are_a_random_set_of_patches_with_their_own_positions():
 def test_tokens_are_dropped_only_in_the_early_part_of_a_run():
     from vitviz.training.loop import tokens_kept
 
-    cfg = TrainConfig(token_drop=0.75, token_drop_until=0.4, **TINY)
+    cfg = TrainConfig.of(token_drop=0.75, token_drop_until=0.4, **TINY)
     assert tokens_kept(cfg, 0.0, 64) == 16 and tokens_kept(cfg, 0.39, 64) == 16  # a quarter of 64 kept
     assert tokens_kept(cfg, 0.4, 64) == 0 and tokens_kept(cfg, 0.9, 64) == 0  # then every token
-    assert tokens_kept(TrainConfig(**TINY), 0.0, 64) == 0
+    assert tokens_kept(TrainConfig.of(**TINY), 0.0, 64) == 0
 
 
 def test_the_weight_average_follows_its_formula_and_the_run_reports_it():
@@ -314,7 +314,7 @@ def test_the_weight_average_follows_its_formula_and_the_run_reports_it():
     from vitviz.explain import interpret
     from vitviz.models.hub import loaded
 
-    done = events(TrainConfig(epochs=1, ema=0.9, **TINY))[-1]
+    done = events(TrainConfig.of(epochs=1, ema=0.9, **TINY))[-1]
     assert done["event"] == "done" and not done["model"].training
     assert interpret.legrad(loaded(done["model"]), torch.randn(1, 3, 32, 32)).shape == (
         1,

@@ -16,6 +16,8 @@ from PIL import Image
 from vitviz.data.images import open_image
 from vitviz.models.loaded import Token, TokenLayout
 from vitviz.pictures import explanation
+from vitviz.runtime import values
+from vitviz.runtime.values import shown
 
 FUSIONS = ["mean", "max", "min"]
 ImagePayload = dict | str | None  # what Gradio sends for an image: a file payload ({"path": ...}) or a path
@@ -27,14 +29,6 @@ class FieldError(gr.Error):
     def __init__(self, message: str, field: str):
         super().__init__(message)
         self.field = field
-
-
-def shown(value: object, most: int = 40) -> str:
-    """Something a visitor sent, as a sentence may quote it: as code, printable characters only (others as ?),
-    at most `most` of them."""
-    text = value if isinstance(value, str) else repr(value)
-    clean = "".join(c if c.isprintable() and c != "`" else "?" for c in text[: most + 1])
-    return f"`{clean[:most]}{'…' if len(clean) > most else ''}`"
 
 
 def about(field: str, e: gr.Error) -> FieldError:
@@ -67,32 +61,22 @@ def _read_image(payload: ImagePayload) -> Image.Image:
 
 
 def number(value: object, what: str, lo: float, hi: float, default: float | None = None, where: str = "") -> float:
-    """A finite number in [lo, hi]; None or '' gives `default`. `where` ends the out-of-range sentence
-    (" for this model")."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        if default is None:
-            raise gr.Error(f"{what} needs a value.")
-        return default
-    span = f" between {lo:g} and {hi:g}{where}" if math.isfinite(lo) and math.isfinite(hi) else ""
-    if isinstance(value, bool) or (isinstance(value, str) and not value.isascii()):
-        raise gr.Error(f"{what} must be a number written with the digits 0-9{span}, not {shown(value, 30)}.")
-    try:
-        v = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError, OverflowError):
-        raise gr.Error(f"{what} must be a number{span}, not {shown(value, 30)}.") from None
-    if not math.isfinite(v):
-        raise gr.Error(f"{what} must be a finite number{span}, not {shown(value, 30)}.")
-    if not lo <= v <= hi:
-        raise gr.Error(f"{what} must be{span}; {v:.6g} is out of range.")
-    return v
+    """A finite number in [lo, hi]; None or '' gives `default`. `where` ends the range's words (" for this
+    model"). The sentences are vitviz.runtime.values', as for the link and the Train form."""
+    return _read(value, what, lo, hi, default, where, whole=False)
 
 
 def whole(value: object, what: str, lo: int, hi: int, default: int | None = None, where: str = "") -> int:
     """A whole number in [lo, hi]; None or '' gives `default`."""
-    v = number(value, what, lo, hi, default, where)
-    if v != int(v):
-        raise gr.Error(f"{what} must be a whole number, not {v:g}.")
-    return int(v)
+    return int(_read(value, what, lo, hi, default, where, whole=True))
+
+
+def _read(value: object, what: str, lo: float, hi: float, default: float | None, where: str, whole: bool) -> float:
+    span = values.span_of(lo, hi)
+    try:
+        return values.number(value, what, lo, hi, whole=whole, default=default, span=span + where if span else "")
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
 
 
 def choice(value: object, what: str, options: list[str], default: str | None = None) -> str:

@@ -25,6 +25,7 @@ from vitviz.app.serving.gradio_internals import upload_folder
 from vitviz.app.state import Visitor, visitor
 from vitviz.data import gallery
 from vitviz.explain.methods import CLASS_MAPS
+from vitviz.runtime import values
 
 FIELDS = ("model", "class", "method", "layer", "head", "token", "fusion", "discard", "labels", "template")
 
@@ -108,21 +109,19 @@ def from_link(request: gr.Request | None, state: Visitor | None) -> tuple[dict, 
     return wanted, " ".join(n for n in (words, note) if n), image
 
 
-def _whole(lo: int) -> Callable[[str], int | None]:
-    def read(value: str) -> int | None:
-        if not (_plain_ascii(value) and re.fullmatch(r"-?\d{1,6}", value)):
+def _number(lo: float, hi: float, whole: bool = False) -> Callable[[str], float | None]:
+    """A link's number in [lo, hi], read as the page and the API read one (vitviz.runtime.values), from the plain
+    digits a link this app wrote has; None otherwise."""
+
+    def read(value: str) -> float | None:
+        if not (_plain_ascii(value, 24) and re.fullmatch(r"-?[0-9.]+", value)):
             return None
-        v = int(value)
-        return v if lo <= v < 100_000 else None
+        try:
+            return values.number(value, "a link's value", lo, hi, whole=whole)
+        except ValueError:
+            return None
 
     return read
-
-
-def _fraction(value: str) -> float | None:
-    if not (_plain_ascii(value) and re.fullmatch(r"\d{0,2}(\.\d{0,6})?", value) and value not in ("", ".")):
-        return None
-    v = float(value)
-    return v if 0.0 <= v <= 0.99 else None
 
 
 def _plain_ascii(value: str, most: int = 200) -> bool:
@@ -135,10 +134,10 @@ READ: dict[str, Callable[[str], object]] = {  # each control's value from the li
     "class": lambda c: c if _printable(c, 200) else None,  # the model's class list checks it (vitviz.app.switch)
     "method": lambda m: m if m in CLASS_MAPS else None,
     "fusion": lambda f: f if f in FUSIONS else None,
-    "layer": _whole(1),
-    "head": _whole(1),
-    "token": _whole(-100_000),
-    "discard": _fraction,
+    "layer": _number(1, 99_999, whole=True),
+    "head": _number(1, 99_999, whole=True),
+    "token": _number(-100_000, 99_999, whole=True),
+    "discard": _number(0.0, 0.99),
     "labels": lambda t: t if _printable(t, 2000) else None,  # vitviz.models.words checks the list itself
     "template": lambda t: t if _printable(t, 120) else None,
 }

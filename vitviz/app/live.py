@@ -60,9 +60,9 @@ def stream_run(
     the probe pictures are redrawn every `snapshot_every_s` seconds while it learns. Pictures are drawn in the
     visitor's `style` (Large type, a phone's width)."""
     try:
-        data = get_data(cfg.dataset)
+        data = get_data(cfg.budget.dataset)
     except Exception as e:
-        yield Update(status=f"**The {cfg.dataset} data set is not available:** {e}", progress=0.0, done=True)
+        yield Update(status=f"**The {cfg.budget.dataset} data set is not available:** {e}", progress=0.0, done=True)
         return
     px, py = probe_set(data)
     steps: list[tuple[float, float]] = []
@@ -72,13 +72,13 @@ def stream_run(
     last_emit, last_snap = 0.0, 0.0
     kept: dict[int, torch.nn.Module] = {}
     head = ""
-    pace = Pace((cfg.model_config(), cfg.batch_size, cfg.device), others=others)
-    out = Path(out_dir or scratch.new_folder("run")) / f"vitviz-{cfg.dataset}-{cfg.preset}"
+    pace = Pace((cfg.model_config(), cfg.budget.batch_size, cfg.budget.device), others=others)
+    out = Path(out_dir or scratch.new_folder("run")) / f"vitviz-{cfg.budget.dataset}-{cfg.arch.preset}"
     for ev in train(cfg, data=data, stop=stop, out=out, snapshots=True):
         kind = ev["event"]
         now = time.perf_counter()
         if kind == "start":
-            head = start_line(ev, cfg.dataset, note)
+            head = start_line(ev, cfg.budget.dataset, note)
             yield Update(status=head + " ... starting", progress=0.0)
             continue
         if kind == "step":

@@ -16,10 +16,10 @@ from vitviz.training.config import ConfigError, TrainConfig
 
 def check_batch(cfg: TrainConfig, images: int) -> None:
     """ConfigError with a sentence when a batch is larger than the run's training images."""
-    n = min(images, cfg.subset) if cfg.subset else images
-    if cfg.batch_size > n:
+    n = min(images, cfg.budget.subset) if cfg.budget.subset else images
+    if cfg.budget.batch_size > n:
         raise ConfigError(
-            f"The batch size ({cfg.batch_size}) is larger than the {n:,} training images here; "
+            f"The batch size ({cfg.budget.batch_size}) is larger than the {n:,} training images here; "
             f"use a batch of at most {n}."
         )
 
@@ -32,12 +32,14 @@ class Batches:
         self, cfg: TrainConfig, data: Dataset, card: ModelCard, device: torch.device | str, generator: torch.Generator
     ):
         x, y = data.train.x, data.train.y
-        if cfg.subset and cfg.subset < len(y):
-            idx = torch.randperm(len(y), generator=torch.Generator().manual_seed(cfg.seed + 1))[: cfg.subset]
+        if cfg.budget.subset and cfg.budget.subset < len(y):
+            idx = torch.randperm(len(y), generator=torch.Generator().manual_seed(cfg.budget.seed + 1))[
+                : cfg.budget.subset
+            ]
             x, y = x[idx], y[idx]
         check_batch(cfg, len(y))
         self.x, self.y, self.cfg, self.card, self.gen = x.to(device), y.to(device), cfg, card, generator
-        self.n, self.size = len(y), cfg.batch_size
+        self.n, self.size = len(y), cfg.budget.batch_size
         self.per_epoch = max(1, self.n // self.size)
         self.flip, self.pad = data.flip, 4 if data.name == "cifar10" else 2
         self.device = device
@@ -54,9 +56,9 @@ class Batches:
         idx = self.perm[self.pos : self.pos + self.size]
         self.pos += self.size
         xb, yb = self.x[idx], self.y[idx]
-        if self.cfg.augment:
+        if self.cfg.optim.augment:
             xb = augment(xb, flip=self.flip, pad=self.pad, generator=self.gen)
         xb = normalize(xb, self.card.mean, self.card.std)
-        if self.cfg.erase > 0:
-            xb = random_erase(xb, self.cfg.erase, generator=self.gen)
-        return mix_batch(xb, yb, self.card.config.num_classes, self.cfg.mix, generator=self.gen)
+        if self.cfg.optim.erase > 0:
+            xb = random_erase(xb, self.cfg.optim.erase, generator=self.gen)
+        return mix_batch(xb, yb, self.card.config.num_classes, self.cfg.optim.mix, generator=self.gen)

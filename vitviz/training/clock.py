@@ -32,7 +32,9 @@ class RunClock:
 
     def over(self) -> bool:
         """Whether a timed run's next step, and the end of the run after it, would end past its budget."""
-        return self.cfg.time_budget > 0 and self.elapsed() + self.step_s + self.end_s >= self.cfg.time_budget
+        return (
+            self.cfg.budget.time_budget > 0 and self.elapsed() + self.step_s + self.end_s >= self.cfg.budget.time_budget
+        )
 
     def stepped(self, seconds: float) -> None:
         self.step_s = seconds if self.step_s == 0 else 0.8 * self.step_s + 0.2 * seconds
@@ -44,7 +46,7 @@ class RunClock:
         """A timed run's validation images: as many as a forward pass gets through in `share` of the budget (2 s
         at least), at the speed this run has trained (16 at least); 0 (all of them) for a run without a budget."""
         images, seconds = (step - self.first_step) * self.batch, self.elapsed() - self.before
-        if self.cfg.time_budget <= 0 or images <= 0:
+        if self.cfg.budget.time_budget <= 0 or images <= 0:
             return 0
         rate = FORWARD_SPEEDUP * images / max(seconds, 1e-3)
-        return max(16, int(rate * max(2.0, share * self.cfg.time_budget)))
+        return max(16, int(rate * max(2.0, share * self.cfg.budget.time_budget)))

@@ -7,53 +7,58 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 
 from vitviz.data.datasets import DATASETS
 from vitviz.models import checkpoint
 from vitviz.models.vit import PRESETS
-from vitviz.training.config import ConfigError, TrainConfig
+from vitviz.training.config import SETTINGS, ConfigError, TrainConfig
 from vitviz.training.loop import train
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vitviz train", description="Train a Vision Transformer on CIFAR-10 or MNIST.")
     defaults = TrainConfig()
-    p.add_argument("--dataset", choices=sorted(DATASETS), default=defaults.dataset)
-    p.add_argument("--preset", choices=sorted(PRESETS), default=defaults.preset, help="model size preset")
+    p.add_argument("--dataset", choices=sorted(DATASETS), default=defaults.budget.dataset)
+    p.add_argument("--preset", choices=sorted(PRESETS), default=defaults.arch.preset, help="model size preset")
     for name in ("embed_dim", "depth", "num_heads", "patch_size"):
         p.add_argument("--" + name.replace("_", "-"), type=int, help=f"override the preset's {name}")
     p.add_argument("--mlp-ratio", type=float, help="override the preset's mlp_ratio")
     p.add_argument("--dropout", type=float, help="override the preset's dropout")
-    p.add_argument("--epochs", type=float, default=defaults.epochs)
+    p.add_argument("--epochs", type=float, default=defaults.budget.epochs)
     p.add_argument("--time-budget", type=float, default=0.0, help="seconds of training; the LR schedule fits it")
-    p.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    p.add_argument("--lr", type=float, default=defaults.lr)
-    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
-    p.add_argument("--warmup", type=float, default=defaults.warmup, help="warmup epochs")
-    p.add_argument("--label-smoothing", type=float, default=defaults.label_smoothing)
+    p.add_argument("--batch-size", type=int, default=defaults.budget.batch_size)
+    p.add_argument("--lr", type=float, default=defaults.optim.lr)
+    p.add_argument("--weight-decay", type=float, default=defaults.optim.weight_decay)
+    p.add_argument("--warmup", type=float, default=defaults.optim.warmup, help="warmup epochs")
+    p.add_argument("--label-smoothing", type=float, default=defaults.optim.label_smoothing)
     p.add_argument("--no-augment", action="store_true", help="turn off crop and flip")
     p.add_argument(
         "--mix",
         type=float,
-        default=defaults.mix,
+        default=defaults.optim.mix,
         help="probability that a batch is mixed with CutMix or Mixup (even odds); 0 turns it off",
     )
-    p.add_argument("--erase", type=float, default=defaults.erase, help="random-erasing probability per image")
+    p.add_argument("--erase", type=float, default=defaults.optim.erase, help="random-erasing probability per image")
     p.add_argument(
         "--token-drop",
         type=float,
-        default=defaults.token_drop,
+        default=defaults.optim.token_drop,
         help="fraction of patch tokens left out of each early step (cheaper steps); 0 turns it off",
     )
     p.add_argument(
-        "--token-drop-until", type=float, default=defaults.token_drop_until, help="... for this fraction of the run"
+        "--token-drop-until",
+        type=float,
+        default=defaults.optim.token_drop_until,
+        help="... for this fraction of the run",
     )
     p.add_argument(
-        "--ema", type=float, default=defaults.ema, help="decay of a weight average used for validation and the result"
+        "--ema",
+        type=float,
+        default=defaults.optim.ema,
+        help="decay of a weight average used for validation and the result",
     )
     p.add_argument("--subset", type=int, default=0, help="train on this many images (0: all)")
-    p.add_argument("--val-size", type=int, default=defaults.val_size)
+    p.add_argument("--val-size", type=int, default=defaults.budget.val_size)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--no-amp", action="store_true", help="train in fp32")
@@ -74,7 +79,7 @@ def parser() -> argparse.ArgumentParser:
 
 def config_from_args(a: argparse.Namespace) -> TrainConfig:
     """The validated config the command line asks for (ConfigError with a sentence otherwise)."""
-    kw = {f.name: getattr(a, f.name) for f in fields(TrainConfig) if hasattr(a, f.name)}
+    kw = {name: getattr(a, name) for name in SETTINGS if hasattr(a, name)}
     kw["augment"] = not a.no_augment
     kw["amp"] = not a.no_amp
     return TrainConfig.parse(**kw)

@@ -4,7 +4,6 @@ error). The command prints them and the app streams them."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 from vitviz.data.datasets import Split
@@ -20,7 +19,7 @@ from vitviz.training.parts import Parts, Progress
 def start_event(p: Parts) -> dict:
     return {
         "event": "start",
-        "config": asdict(p.cfg),
+        "config": p.cfg.settings(),
         "model": p.model.config.to_dict(),
         "params": p.model.num_params(),
         "device": str(p.device),
@@ -78,8 +77,8 @@ def step_event(
     progress: Callable[[float], float],
 ) -> dict:
     eta = (total_steps - step) / max(1e-9, ips / batches.size)
-    if cfg.time_budget > 0:
-        eta = min(eta, cfg.time_budget - elapsed)
+    if cfg.budget.time_budget > 0:
+        eta = min(eta, cfg.budget.time_budget - elapsed)
     return {
         "event": "step",
         "step": step,

@@ -59,7 +59,7 @@ def eval_batch(cfg: TrainConfig) -> int:
     """The batch a run validates with: twice its training batch, 16 to 500 images. A forward pass keeps one
     layer's activations where a training step keeps every layer's, so validation never needs more memory than
     the step the run's estimate covers (a fixed 500 took 3.8 GB at width 384, depth 12, patch 2, batch 38)."""
-    return max(16, min(500, 2 * cfg.batch_size))
+    return max(16, min(500, 2 * cfg.budget.batch_size))
 
 
 def epoch_record(
@@ -75,7 +75,7 @@ def epoch_record(
     limit: int = 0,
 ) -> dict:
     """Validation figures at the end of an epoch (or of the run); `limit` caps the images used."""
-    n = min(x for x in (len(data.val), cfg.eval_images or len(data.val), limit or len(data.val)))
+    n = min(x for x in (len(data.val), cfg.report.eval_images or len(data.val), limit or len(data.val)))
     val = Split(data.val.x[:n], data.val.y[:n])
     val_loss, val_acc = (
         evaluate(model, val, precision.device, eval_batch(cfg), precision=precision)
@@ -101,7 +101,7 @@ class QuickVal:
 
     def __init__(self, cfg, data, precision: Precision, per_epoch: int):
         self.cfg, self.data, self.precision, self.per_epoch = cfg, data, precision, per_epoch
-        self.every = float(cfg.quick_val_every_s or 0)
+        self.every = float(cfg.report.quick_val_every_s or 0)
         self.next = time.perf_counter() + self.every / 2
 
     def due(self) -> bool:
@@ -109,7 +109,7 @@ class QuickVal:
 
     def event(self, model: ViT, step: int, elapsed: float, most: int = 0) -> dict:
         """The `val` event, on at most `most` images too (0: no such cap)."""
-        n = min(len(self.data.val), self.cfg.quick_val_images, most or len(self.data.val))
+        n = min(len(self.data.val), self.cfg.report.quick_val_images, most or len(self.data.val))
         val = Split(self.data.val.x[:n], self.data.val.y[:n])
         loss, acc = (
             evaluate(model, val, self.precision.device, eval_batch(self.cfg), precision=self.precision)

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 import math
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -59,16 +58,16 @@ __all__ = ["TrainConfig", "ConfigError", "train", "evaluate", "build_model", "pi
 
 
 def get_lr(step: int, progress: float, cfg: TrainConfig, warmup_steps: int) -> float:
-    """Linear warmup over `warmup_steps`, then cosine from cfg.lr to 0 as progress goes 0 -> 1."""
+    """Linear warmup over `warmup_steps`, then cosine from cfg.optim.lr to 0 as progress goes 0 -> 1."""
     warm = min(1.0, (step + 1) / max(1, warmup_steps))
-    if cfg.time_budget > 0:  # a timed run warms up for at most a tenth of its budget
+    if cfg.budget.time_budget > 0:  # a timed run warms up for at most a tenth of its budget
         warm = max(warm, min(1.0, progress / 0.1))
-    return cfg.lr * warm * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return cfg.optim.lr * warm * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
 def build_model(cfg: TrainConfig, data: Dataset) -> ViT:
     mcfg = cfg.model_config()
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.budget.seed)
     return describe(
         ViT(mcfg),
         ModelCard(
@@ -76,7 +75,7 @@ def build_model(cfg: TrainConfig, data: Dataset) -> ViT:
             classes=tuple(data.classes),
             mean=tuple(data.mean),
             std=tuple(data.std),
-            dataset=cfg.dataset,
+            dataset=cfg.budget.dataset,
             kind="trained",
         ),
     )
@@ -108,8 +107,8 @@ def make_optimizer(model: ViT, cfg: TrainConfig) -> torch.optim.AdamW:
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     device = next(model.parameters()).device
     return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr,
+        [{"params": decay, "weight_decay": cfg.optim.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.optim.lr,
         betas=(0.9, 0.99),
         fused=device.type in ("cpu", "cuda"),
     )
@@ -149,7 +148,7 @@ def train_step(
         g["lr"] = lr
     with precision():
         logits = model(xb, keep=keep)
-    loss = F.cross_entropy(logits.float(), target, label_smoothing=cfg.label_smoothing)
+    loss = F.cross_entropy(logits.float(), target, label_smoothing=cfg.optim.label_smoothing)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
@@ -174,30 +173,30 @@ def setup(
 ) -> Parts:
     """The run's parts: the data loaded (unless given), the model built or resumed from `out`, on its device."""
     cfg.validate()
-    device = pick_device(cfg.device)
-    data = data if data is not None else load_dataset(cfg.dataset, data_path, val_size=cfg.val_size)
+    device = pick_device(cfg.budget.device)
+    data = data if data is not None else load_dataset(cfg.budget.dataset, data_path, val_size=cfg.budget.val_size)
     model = build_model(cfg, data)
     run = resume_from(out, model) if resume and out is not None and checkpoint.paths(out)[1].exists() else Progress()
     model.to(device).train()
     if device.type == "cpu":
         memory.reuse_freed()  # a step's activations come back from the heap, not page by page from the OS
-    precision = run_precision(model, device, cfg.amp, cfg.batch_size)
-    gen = torch.Generator().manual_seed(cfg.seed)
+    precision = run_precision(model, device, cfg.budget.amp, cfg.budget.batch_size)
+    gen = torch.Generator().manual_seed(cfg.budget.seed)
     batches = Batches(cfg, data, model.card, device, gen)
-    total_steps = max(1, round(cfg.epochs * batches.per_epoch))
+    total_steps = max(1, round(cfg.budget.epochs * batches.per_epoch))
     opt = make_optimizer(model, cfg)
     if run.optimizer is not None:
         restore_optimizer(opt, gen, run.optimizer, device)
-    warmup = min(round(cfg.warmup * batches.per_epoch), total_steps // 5)
-    average = weight_average(model, cfg.ema) if cfg.ema > 0 else None
+    warmup = min(round(cfg.optim.warmup * batches.per_epoch), total_steps // 5)
+    average = weight_average(model, cfg.optim.ema) if cfg.optim.ema > 0 else None
     return Parts(cfg, device, precision, data, model, run, gen, batches, opt, total_steps, warmup, average)
 
 
 def tokens_kept(cfg: TrainConfig, progress: float, patches: int) -> int:
     """How many of its `patches` patch tokens a step passes to the blocks at this point of the run (0: all)."""
-    if cfg.token_drop <= 0 or progress >= cfg.token_drop_until:
+    if cfg.optim.token_drop <= 0 or progress >= cfg.optim.token_drop_until:
         return 0
-    return max(1, round(patches * (1 - cfg.token_drop)))
+    return max(1, round(patches * (1 - cfg.optim.token_drop)))
 
 
 def train(
@@ -217,7 +216,7 @@ def train(
     yield start_event(p)
 
     def progress(elapsed: float) -> float:  # by steps, or by wall time when a budget is set, whichever is further
-        return max(run.step / total_steps, elapsed / cfg.time_budget if cfg.time_budget > 0 else 0.0)
+        return max(run.step / total_steps, elapsed / cfg.budget.time_budget if cfg.budget.time_budget > 0 else 0.0)
 
     def end_epoch(epoch: float, elapsed: float, limit: int = 0) -> Iterator[dict]:
         caps = [c for c in (limit, clock.validation_cap(run.step)) if c]  # 0: no cap
@@ -251,7 +250,7 @@ def train(
             p.average.update_parameters(p.model)
         run.step += 1
         meter.seen += batches.size
-        if run.step % cfg.log_every == 0 or run.step == 1:
+        if run.step % cfg.report.log_every == 0 or run.step == 1:
             loss_v = loss.item()
             if not math.isfinite(loss_v):
                 status = "error"
@@ -262,7 +261,7 @@ def train(
         if quick.due():
             yield quick.event(p.shown, run.step, clock.elapsed(), clock.validation_cap(run.step, share=0.02))
             meter.rate()  # evaluation time is not training time
-        if snapshots and cfg.snapshot_every and run.step % cfg.snapshot_every == 0:
+        if snapshots and cfg.report.snapshot_every and run.step % cfg.report.snapshot_every == 0:
             handed = time.perf_counter()
             yield snapshot_event("step", run.step, run.step / batches.per_epoch, p.shown)
             meter.t += time.perf_counter() - handed  # the pictures drawn from it are not training time
@@ -296,9 +295,9 @@ def save_run(
         return None
     state = optimizer_state(opt)
     state["rng"] = gen.get_state()
-    path = checkpoint.save(out, model, train_config=asdict(cfg), metrics=_metrics(rec), history=history, state=state)
-    if cfg.keep_epochs > 0 and float(rec["epoch"]).is_integer():
-        checkpoint.keep_epoch_copy(out, int(rec["epoch"]), cfg.keep_epochs)
+    path = checkpoint.save(out, model, train_config=cfg.settings(), metrics=_metrics(rec), history=history, state=state)
+    if cfg.report.keep_epochs > 0 and float(rec["epoch"]).is_integer():
+        checkpoint.keep_epoch_copy(out, int(rec["epoch"]), cfg.report.keep_epochs)
     return path
 
 

@@ -37,7 +37,7 @@ def data_available(name: str) -> bool:
 
 def check_fits(cfg: TrainConfig) -> None:
     """ConfigError with a sentence, before the run starts, when its batch is larger than its training images."""
-    check_batch(cfg, len(get_data(cfg.dataset).train))
+    check_batch(cfg, len(get_data(cfg.budget.dataset).train))
 
 
 def data_note() -> str:

@@ -4,7 +4,7 @@ epoch snapshots Compare offers."""
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 from vitviz.models.card import DATASET_NAMES, card_of, describe
 from vitviz.models.vit import ViT
@@ -30,8 +30,8 @@ def run_record(model: ViT, cfg: TrainConfig, history: list[dict], step: int | No
         model,
         replace(
             card,
-            name=f"Your {DATASET_NAMES.get(cfg.dataset, cfg.dataset)} ViT (trained here{when})",
-            train=asdict(cfg),
+            name=f"Your {DATASET_NAMES.get(cfg.budget.dataset, cfg.budget.dataset)} ViT (trained here{when})",
+            train=cfg.settings(),
             metrics={k: v for k, v in metrics.items() if v is not None},
             history=tuple(history),
         ),

@@ -27,7 +27,6 @@ are read: vitviz.models.words.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 import gradio as gr
 
@@ -65,10 +64,10 @@ def get(name: str) -> float:
 def cap_time(cfg: TrainConfig, also: float | None = None) -> tuple[TrainConfig, str]:
     """The run with its time budget capped (at `also` too, when given); a note for the visitor when it applied."""
     cap = get("VITVIZ_MAX_TRAIN_SECONDS") if also is None else min(get("VITVIZ_MAX_TRAIN_SECONDS"), also)
-    if 0 < cfg.time_budget <= cap:
+    if 0 < cfg.budget.time_budget <= cap:
         return cfg, ""
-    asked = f"{cfg.time_budget:g} s" if cfg.time_budget else "no time budget"
-    cfg.time_budget = cap
+    asked = f"{cfg.budget.time_budget:g} s" if cfg.budget.time_budget else "no time budget"
+    cfg = cfg.but(time_budget=cap)
     return cfg, f"(This machine trains for at most {cap:g} s a run; you asked for {asked}.)"
 
 
@@ -80,9 +79,9 @@ def check_memory(cfg: TrainConfig) -> None:
         return
 
     def need_at(batch: int) -> float:
-        return replace(cfg, batch_size=batch).peak_memory_gb()
+        return cfg.but(batch_size=batch).peak_memory_gb()
 
-    fits = cfg.batch_size // 2
+    fits = cfg.budget.batch_size // 2
     while fits > 8 and need_at(fits) > limit:
         fits //= 2
     hint = (

@@ -26,12 +26,12 @@ from vitviz.app.state import Visitor, visitor
 from vitviz.app.widgets import help_line, pic, progress_html
 from vitviz.data.datasets import DATASETS
 from vitviz.models.hub import loaded
-from vitviz.models.vit import PRESETS, ViTConfig, make_config
+from vitviz.models.vit import PRESETS, make_config
 from vitviz.pictures import run as run_pictures
 from vitviz.runtime import memory, zerogpu
 from vitviz.runtime.device import describe_device, pick_device
 from vitviz.training import quick
-from vitviz.training.config import ConfigError
+from vitviz.training.config import ConfigError, TrainConfig
 from vitviz.training.stops import STOPS
 
 ZERO_GPU = zerogpu.enabled()  # Hugging Face ZeroGPU: a GPU is attached for each run
@@ -138,9 +138,9 @@ def _train(form: tuple, state: Visitor | None, request: gr.Request | None, page:
         raise gr.Error(str(e)) from None
     cfg, capped = limits.cap_time(cfg, zerogpu.gpu_seconds_cap() - GPU_MARGIN_S if ZERO_GPU else None)
     limits.check_memory(cfg)
-    if not quick.data_available(cfg.dataset):
+    if not quick.data_available(cfg.budget.dataset):
         raise gr.Error(
-            f"The {cfg.dataset} data set is not available here: set VITVIZ_DATA to a folder or zip with "
+            f"The {cfg.budget.dataset} data set is not available here: set VITVIZ_DATA to a folder or zip with "
             "train/<class>/ and test/<class>/, or run where torchvision can download it. "
             "The rest of the app works without it."
         )
@@ -245,9 +245,9 @@ def idle_buttons(state: Visitor | None) -> tuple[dict, dict, dict]:
 GPU_MARGIN_S = 20  # GPU time for the final validation and pictures, past the run's training budget
 
 
-def gpu_seconds(cfg: ViTConfig, *args, **kwargs) -> int:
+def gpu_seconds(cfg: TrainConfig, *args, **kwargs) -> int:
     """How much GPU time a run asks ZeroGPU for: its training budget and the margin, at most the cap."""
-    return int(min(zerogpu.gpu_seconds_cap(), cfg.time_budget + GPU_MARGIN_S))
+    return int(min(zerogpu.gpu_seconds_cap(), cfg.budget.time_budget + GPU_MARGIN_S))
 
 
 stream = live.stream_run
