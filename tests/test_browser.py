@@ -301,3 +301,32 @@ def test_compare_follows_its_inputs(page):
             page.get_by_role("option", name=name).click()
             wait_change(page, f"compare-class-map-{side}", before)
     page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)
+
+
+def test_a_choice_two_tabs_share_is_one_server_event_and_shows_on_both(browser):
+    """Heads combined by "max" on Explore: one request, which redraws Explore and sets Compare's copy of the
+    choice (no script in the page copies it); the method picked on Compare shows on Explore in the same way."""
+    pg = open_page(browser, 1400, 1000)
+    calls = []
+
+    def count(request):
+        if request.method == "POST" and ("/queue/join" in request.url or "/run/" in request.url):
+            calls.append(request.url)
+
+    try:
+        settled(pg, "sees", "rollout", "heads", timeout=60_000)
+        pg.wait_for_timeout(1500)
+        pg.on("request", count)
+        before = image_src(pg, "rollout")
+        pg.locator("#fusion label", has_text="max").click()
+        wait_change(pg, "rollout", before)
+        pg.wait_for_timeout(1500)
+        assert len(calls) == 1, calls
+        pg.remove_listener("request", count)
+        pg.get_by_role("tab", name="Compare").click()
+        assert pg.locator("#compare-fusion input[value=max]").is_checked()
+        pg.locator("#compare-method label", has_text="LeGrad").click()
+        pg.get_by_role("tab", name="Explore").click()
+        pg.wait_for_function("() => document.querySelector('#method input').value === 'LeGrad'", timeout=20_000)
+    finally:
+        pg.close()

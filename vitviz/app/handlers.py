@@ -9,7 +9,7 @@
 - `token_at`: a click on a picture of the input as the token under it (a patch, or -1 for CLS).
 - `token_shown`: the one token control (Explore's number and menu) set to a newly selected token.
 - `follower`: the open and follow handlers of a tab drawn from the Explore image.
-- `mirror`: one choice shown by two controls, kept equal.
+- `shared`: a tab's redraw for a choice that other tabs show too, setting their controls in the same reply.
 """
 
 from __future__ import annotations
@@ -136,11 +136,29 @@ def style_switch(name: str) -> Callable:
     return switch
 
 
-def mirror(a: gr.components.Component, b: gr.components.Component) -> None:
-    """One choice shown by two controls (on two tabs): a change of either sets the other, in the browser (a
-    value set to what it already is fires no change, so the two do not loop)."""
-    a.change(None, a, b, js="(x) => x", queue=False, api_visibility="private")
-    b.change(None, b, a, js="(x) => x", queue=False, api_visibility="private")
+def reading(event: dict, copies: dict) -> dict:
+    """`event` made to read, for each of its inputs in `copies`, the control it copies instead, and to show that
+    value on the copy in the same reply."""
+    inputs = [copies.get(c, c) for c in event["inputs"]]
+    at, fn = [event["inputs"].index(c) for c in copies], event["fn"]
+
+    def run(*args) -> tuple:
+        return (*fn(*args), *[args[i] for i in at])
+
+    return {**event, "fn": run, "inputs": inputs, "outputs": [*event["outputs"], *copies]}
+
+
+def shared(event: dict, control: gr.components.Component, copies: list) -> dict:
+    """`event` (a tab's redraw: fn, inputs, outputs) for the visitor's own change of `control` (its `.input`),
+    made to show the new value on the same choice's controls on other tabs (`copies`) in the same reply: one
+    choice per visitor, set where it is made, in one server event. Every tab listens to its visitor's changes
+    only, so a copy set here starts nothing; the tab it is on draws it when opened."""
+    at, fn = event["inputs"].index(control), event["fn"]
+
+    def run(*args) -> tuple:
+        return (*fn(*args), *[args[at]] * len(copies))
+
+    return {**event, "fn": run, "outputs": [*event["outputs"], *copies], "trigger_mode": "always_last"}
 
 
 def follow_image(
@@ -151,12 +169,15 @@ def follow_image(
     open_tab: Callable,
     follow: Callable,
     fit: dict,
+    copies: dict | None = None,
 ) -> dict:
     """Wire a tab drawn from the Explore image: drawn when opened, redrawn on a new image or model while looked
     at. `redraw`: fn, inputs and outputs of its update; `fit`: fn, inputs and outputs of what fits its controls
-    to a new model before the redraw. Returns the update's event settings, for the tab's own controls."""
+    to a new model before the redraw; `copies`: its controls that show a choice another tab shares (vitviz.app.
+    shell.SHARED_CHOICES), each with the control where that choice was last made, which opening the tab reads
+    and shows. Returns the update's event settings, for the tab's own controls."""
     page = dict(**redraw, preprocess=False, api_visibility="private", trigger_mode="always_last", concurrency_limit=4)
-    tab.select(**{**page, "fn": open_tab})
+    tab.select(**reading({**page, "fn": open_tab}, copies or {}))
     image.change(**{**page, "fn": follow})
     shell.model_dd.change(**fit, api_visibility="private").then(**{**page, "fn": follow})
     return page

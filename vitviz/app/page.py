@@ -17,3 +17,17 @@ class Shell:
     model_note: gr.Markdown
     tabs: gr.Tabs
     hidden_predict: gr.Button
+
+
+SHARED_CHOICES = (  # one choice shown on two tabs, as (tab, control) pairs (the token has one control, Explore's)
+    (("explore", "layer"), ("steps", "which_block")),
+    (("explore", "target"), ("compare", "target")),
+    (("explore", "method"), ("compare", "method")),
+    (("explore", "fusion"), ("compare", "fusion")),
+    (("explore", "discard"), ("compare", "discard")),
+)
+
+
+def copies(tab: str, own: dict, explore: dict) -> dict:
+    """`tab`'s controls that show a choice Explore shares (SHARED_CHOICES), each with Explore's control."""
+    return {own[name]: explore[made] for (t, made), (other, name) in SHARED_CHOICES if other == tab and t == "explore"}

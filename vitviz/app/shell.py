@@ -21,9 +21,9 @@ from pathlib import Path
 import gradio as gr
 
 from vitviz.app import choices, link, switch
-from vitviz.app.handlers import mirror, style_switch
+from vitviz.app.handlers import shared, style_switch
 from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
-from vitviz.app.page import Shell
+from vitviz.app.page import SHARED_CHOICES, Shell
 from vitviz.app.serving import gradio_files, limits, picfiles
 from vitviz.app.serving.places import PLACES
 from vitviz.app.serving.public import APP_KWARGS, PublicBlocks
@@ -165,10 +165,13 @@ def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -
         explain_event,
         steps_tab.wire(st, shell, ex, pages["steps"]),
         removal_tab.wire(parts["take-away"], shell, ex["image"], pages["take-away"], (ex["labels"], ex["template"])),
-        compare.wire(cp, shell, ex["image"], pages["compare"], (ex["labels"], ex["template"])),
+        compare.wire(cp, shell, ex, pages["compare"]),
     ]
-    for one, other in SHARED_CHOICES:
-        mirror(ex[one], (st if other.startswith("steps:") else cp)[other.split(":")[1]])  # one choice per visitor
+    follows = {"explore": explain_event, "steps": redraws[1], "compare": redraws[3]}
+    for pair in SHARED_CHOICES:  # one choice per visitor, set on the tab where it is made, shown on the other
+        for (tab, name), (other, copy) in (pair, pair[::-1]):
+            control = parts[tab][name]
+            control.input(**shared(follows[tab], control, [parts[other][copy]]))
     pages["explore"].select(**{**explain_event, "fn": explore.open_tab})  # Step by step may have moved the token
     for name in ("model", "train"):
         pages[name].select(look_at(name), state, state, queue=False, api_visibility="private")
@@ -219,15 +222,6 @@ def _open(demo: gr.Blocks, shell: Shell, head: dict, ex: dict, model_view: dict,
         head["link_url"],
         api_visibility="private",
     ).then(None, head["link_url"], head["link_url"], js=link.COPY_JS, queue=False, api_visibility="private")
-
-
-SHARED_CHOICES = (  # Explore's control, and the same choice on another tab (the token has one control, Explore's)
-    ("layer", "steps:which_block"),
-    ("target", "compare:target"),
-    ("method", "compare:method"),
-    ("fusion", "compare:fusion"),
-    ("discard", "compare:discard"),
-)
 
 
 def _exit_normally(*_):

@@ -15,7 +15,7 @@ import numpy as np
 from vitviz.app.handlers import Outputs, follow_image, follower, warning
 from vitviz.app.inputs import FUSIONS, PREDICTED, ImagePayload, choice, number
 from vitviz.app.menu import SHARED, in_words, model_choices, resolve_model, title_of, typed_key
-from vitviz.app.page import Shell
+from vitviz.app.page import Shell, copies
 from vitviz.app.selection import select
 from vitviz.app.serving.activity import ACTIVITY
 from vitviz.app.serving.limits import method_refusal
@@ -209,10 +209,12 @@ def class_choices(
     return gr.update(choices=[PREDICTED] + names)
 
 
-def wire(c: dict, shell: Shell, image: gr.Image, tab: gr.Tab, words: tuple) -> dict:
-    """Compare's events: drawn from the Explore image (`image`) and labels (`words`: Explore's labels and prompt
-    boxes) while looked at; the two menus set to a pair that fits a new model; the class and options shared with
-    Explore (the shell mirrors them). Returns the event settings that redraw it while it is looked at."""
+def wire(c: dict, shell: Shell, explore: dict, tab: gr.Tab) -> dict:
+    """Compare's events: drawn from the Explore image and labels (`explore`: Explore's controls) while looked
+    at; the two menus set to a pair that fits a new model; the class and options it shares with Explore set
+    where they are made (the shell wires them: vitviz.app.handlers.shared). Returns the event settings that
+    redraw it while it is looked at."""
+    image, words = explore["image"], (explore["labels"], explore["template"])
     inputs = [image, c["a"], c["b"], c["fusion"], c["discard"], c["method"], c["target"], *words, shell.state]
     c["go"].click(
         compare,
@@ -224,10 +226,8 @@ def wire(c: dict, shell: Shell, image: gr.Image, tab: gr.Tab, words: tuple) -> d
     )
     redraw = dict(fn=compare_page, inputs=inputs, outputs=PAGE.components({**c, "state": shell.state}))
     fit = dict(fn=pair_choices, inputs=[shell.model_dd, shell.state], outputs=[c["a"], c["b"]])
-    page = follow_image(tab, image, shell, redraw, open_tab, follow, fit)
+    page = follow_image(tab, image, shell, redraw, open_tab, follow, fit, copies("compare", c, explore))
     for k in ("a", "b"):
         c[k].change(class_choices, [c["a"], c["b"], shell.state, *words], c["target"], api_visibility="private")
-    for k in ("a", "b", "fusion", "method", "target"):
         c[k].change(**{**page, "fn": follow})
-    c["discard"].release(**{**page, "fn": follow})
     return {**page, "fn": follow}

@@ -262,8 +262,8 @@ def wire(c: dict, shell: Shell) -> dict:
         "and head, every layer x head, the logit lens and token norms, from the CLS token or a chosen token."
     )
     endpoint(c["api_explain"], explain, inputs, API.components(c), "explain", about)
-    for k in ("fusion", "target", "layer", "head", "smooth", "shared", "method"):
-        c[k].change(**page, trigger_mode="always_last")
+    for k in ("head", "smooth", "shared", "alpha"):  # its own choices (the shell wires those other tabs share)
+        c[k].input(**page, trigger_mode="always_last")
     for k in ("labels", "template"):  # new words: the class menu lists them, then every picture is drawn again
         c[k].submit(
             switch.words_changed,
@@ -271,8 +271,6 @@ def wire(c: dict, shell: Shell) -> dict:
             [c["target"], c["top5"], c["target_note"]],
             api_visibility="private",
         ).then(**page)
-    for k in ("discard", "alpha"):
-        c[k].release(**page)
     c["image"].change(**page)
     token = {**page, "outputs": TOKEN_PAGE.components({**c, "state": shell.state}), "trigger_mode": "always_last"}
     c["sees"].select(**{**token, "fn": clicked})

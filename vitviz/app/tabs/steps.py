@@ -14,7 +14,7 @@ import gradio as gr
 from vitviz.app.handlers import Outputs, endpoint, follow_image, follower, pictures_reply, token_shown, warning
 from vitviz.app.inputs import ImagePayload, layer_index, selected_token
 from vitviz.app.menu import in_words, resolve_model
-from vitviz.app.page import Shell
+from vitviz.app.page import Shell, copies
 from vitviz.app.selection import select
 from vitviz.app.serving.activity import ACTIVITY
 from vitviz.app.state import Visitor, visitor
@@ -186,12 +186,11 @@ def wire(c: dict, shell: Shell, explore: dict, tab: gr.Tab) -> dict:
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)
     fit = dict(fn=block_range, inputs=[shell.model_dd, shell.state], outputs=[c["which_block"], c["to_cls"]])
-    page = follow_image(tab, image, shell, redraw, open_tab, follow, fit)
+    page = follow_image(tab, image, shell, redraw, open_tab, follow, fit, copies("steps", c, explore))
     about = (
         "One image through the ViT stage by stage: a picture and a sentence per stage, for a chosen block and token."
     )
     endpoint(c["api"], steps_api, inputs, API.components(c), "steps", about)
-    c["which_block"].change(**{**page, "fn": follow})  # it follows Explore's layer: drawn when looked at
     token = {**page, "outputs": TOKEN_PAGE.components({**c, **explore, "state": shell.state})}
     c["to_cls"].click(**{**token, "fn": lambda *a: token_page(*a[:3], -1, *a[4:])})
     for name in CLICKABLE:
