@@ -330,3 +330,20 @@ def test_a_choice_two_tabs_share_is_one_server_event_and_shows_on_both(browser):
         pg.wait_for_function("() => document.querySelector('#method input').value === 'LeGrad'", timeout=20_000)
     finally:
         pg.close()
+
+
+def test_a_link_whose_upload_is_gone_says_so_until_the_visitor_acts(browser):
+    """A link naming an upload the server no longer keeps: the sentence beside the menu is still there 10 s
+    after the page has drawn, and no picture calls the example shown "Your image"."""
+    b, url = browser
+    pg = b.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        pg.goto(f"{url}?model=cifar10&image=0123456789abcdef/gone.png&layer=3")
+        wait_change(pg, "rollout", None)
+        settled(pg, "sees", "rollout", "original", timeout=60_000)
+        pg.wait_for_timeout(10_000)
+        note = pg.locator("#model-note").inner_text()
+        assert "no longer kept on the server" in note, note
+        assert "Your image" not in pg.locator("body").inner_text()
+    finally:
+        pg.close()

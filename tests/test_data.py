@@ -163,3 +163,21 @@ def test_an_unreadable_image_is_said_in_words_not_an_exception_name(tmp_path):
         with pytest.raises(ValueError) as e:
             I.open_image(data)
         assert words in str(e.value) and "Error" not in str(e.value), str(e.value)
+
+
+def test_a_transparent_area_is_white_in_the_thumbnail_as_in_what_the_model_sees():
+    """A PNG whose transparent half hides red: the model's pixels and the page's "The image" both show white
+    there, and the opaque half the same blue."""
+    from PIL import Image
+
+    from vitviz.data.images import to_pixels
+    from vitviz.pictures.explanation import original_thumbnail
+
+    a = np.zeros((32, 32, 4), np.uint8)
+    a[:, :16] = (255, 0, 0, 0)  # red, fully transparent
+    a[:, 16:] = (0, 0, 255, 255)  # blue, opaque
+    im = Image.fromarray(a, "RGBA")
+    seen, thumb = to_pixels(im, 32, 3), original_thumbnail(im, box=32)
+    for picture in (seen, thumb):
+        assert (picture[:, 2:14] == 255).all()  # white, not the red underneath
+        assert (picture[:, 18:30] == (0, 0, 255)).all()

@@ -200,3 +200,15 @@ def test_titles_written_word_by_word_read_as_pils_own_text(width, size):
     near = [m | np.roll(m, 1, axis=1) | np.roll(m, -1, axis=1) for m in ink]  # within a pixel sideways
     assert not (ink[0] & ~near[1]).any() and not (ink[1] & ~near[0]).any()  # kerning across two words is left out
     assert abs(int(ink[0].sum()) - int(ink[1].sum())) <= 0.05 * ink[1].sum()
+
+
+def test_a_long_model_name_wraps_whole_and_is_never_cut_at_the_ends():
+    from vitviz.pictures import panels
+    from vitviz.pictures.text import text_width
+
+    name = "vit_small_patch14_reg4_dinov2.lvd142m"
+    for width in (60, 150, 220):
+        lines = panels.wrap(f"Rollout of {name}", width, 15)
+        assert all(text_width(line, 15) <= width for line in lines), lines
+        assert "".join(lines).replace(" ", "") == f"Rolloutof{name}"  # every letter, in order
+    assert panels.wrap(f"Rollout of {name}", 150, 15)[1:] == ["vit_small_patch14_", "reg4_dinov2.lvd142m"]

@@ -108,14 +108,22 @@ def test_only_ended_epochs_get_points_and_the_train_point_sits_on_its_steps():
         {"epoch": 1.0, "train_loss": 2.0, "val_loss": 1.9, "train_acc": 0.3, "val_acc": 0.35},
         {"epoch": 1.5, "train_loss": 1.8, "val_loss": 1.7, "train_acc": 0.4, "val_acc": 0.45},  # stopped here
     ]
-    fig = figures.curves_figure(history, steps)
+    fig = figures.curves_figure(history, steps, stopped=True)
     loss = fig.axes[0]
     lines = {line.get_label(): line for line in loss.get_lines()}
     assert list(lines["train loss (epoch mean)"].get_xdata()) == [0.5]  # the first epoch's middle
     assert list(lines["validation loss (epoch end)"].get_xdata()) == [1.0]
-    assert list(lines["validation at the stop"].get_xdata()) == [1.5]  # not drawn as an epoch
+    assert list(lines["validation where you stopped"].get_xdata()) == [1.5]  # not drawn as an epoch
+    ended = figures.curves_figure(history, steps)  # the same run ended by its time budget: no stop is claimed
+    labels = {line.get_label() for line in ended.axes[0].get_lines()}
+    assert "validation at the run's end" in labels and "validation where you stopped" not in labels
     early = figures.curves_figure([{**history[0], "epoch": 0.17}], steps[:2])
     assert "train loss (epoch mean)" not in {line.get_label() for line in early.axes[0].get_lines()}
+    one = figures.curves_figure([], [(0.0275, 2.3)])  # the first step alone: an axis from 0, a few ticks
+    for ax in (one.axes[0],):
+        lo, hi = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+        assert lo == 0 and hi >= 0.05 and 2 <= len(ticks) <= 6 and len({f"{t:g}" for t in ticks}) == len(ticks)
 
 
 def test_large_type_draws_the_pictures_text_larger_and_patch_numbers_fit_a_corner():

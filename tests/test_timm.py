@@ -272,11 +272,18 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     assert "knows" not in menu.model_choices()[0][0]
     controls = switch.controls_for(reg, Visitor(), progress=lambda *a, **k: None)
     assert "no classifier" in controls[10]["label"] and controls[9] == ""
+    named = dict(zip(switch.CHANGED.names, controls))
+    assert named["target"]["visible"] is False and named["method"]["visible"] is False  # no class controls
+    for k in ("help_sees", "help_class_map", "help_lens"):  # no line speaks of predicting or a class's map
+        assert "predict" not in named[k] and "is classified" not in named[k] and "logit" not in named[k], k
+    deit = dict(zip(switch.CHANGED.names, switch.controls_for("cifar10", Visitor(), progress=lambda *a, **k: None)))
+    assert "predict" in deit["help_lens"] and deit["target"]["visible"] is True
+    assert switch.kept_class(menu.resolve_model(reg, Visitor()), "tabby") == (switch.PREDICTED, "")
     steps = steps_tab.steps_api(image, reg, 12, 5)
     assert "no classifier" in steps[steps_tab.steps.STEP_NAMES.index("head_text")]
     assert model_tab.model_view(reg, 30)[0] is not None
     left = compare.compare(image, reg, "cifar10")
-    assert left[-2] == "" and left[-1] == ""
+    assert "has no classifier" in left[-2] and "no top 5" in left[-2] and left[-1] == ""
     with pytest.raises(gr.Error, match="no classifier"):
         removal_tab.removal_api(image, reg, "LeGrad", 3)
     with pytest.raises(gr.Error, match="need internet once, after which they are kept in the Hugging Face cache"):

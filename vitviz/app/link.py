@@ -174,6 +174,8 @@ def opened(model_key: str, state: Visitor | None, request: gr.Request) -> tuple:
     layer, head and token, which only the model's own ranges can check), the method, fusion and discard
     (gr.skip() where the link has none), the image, and the note for beside the menu."""
     wanted, note, image = from_link(request, state)
+    if note and isinstance(state, Visitor):  # said beside the menu until the visitor acts, not wiped by the
+        state.crossing.menu_note = note  # model change that follows the opening (switch.controls_for says it)
     fitted = {k: wanted[k] for k in ("model", "class", "layer", "head", "token", "labels", "template") if k in wanted}
     fitted.setdefault("model", model_key)
     rest = [gr.skip() if wanted.get(k) is None else wanted[k] for k in OPENED[1:6]]

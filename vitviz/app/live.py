@@ -119,7 +119,7 @@ def stream_run(
             with drawn_with(style):
                 last = (
                     run_pictures.render_snapshot(loaded(ev["model"]), px, py, data.classes),
-                    run_pictures.curves(history, steps, quick, style),
+                    run_pictures.curves(history, steps, quick, style, stopped=kind == "stopped"),
                 )
             yield finished(kind, ev, last, history, reached, out, kept, cfg)
             return

@@ -17,6 +17,7 @@ import gradio as gr
 
 from vitviz.app import menu
 from vitviz.app.handlers import Outputs
+from vitviz.app.help import help_for
 from vitviz.app.inputs import PREDICTED, selected_token
 from vitviz.app.menu import resolve_model
 from vitviz.app.page import Shell
@@ -45,6 +46,9 @@ CHANGED = Outputs(
     "labels",
     "template",
     "to_cls",
+    "help_sees",
+    "help_class_map",
+    "help_lens",
 )
 
 
@@ -109,7 +113,7 @@ def controls_for(
         target=gr.update(
             choices=[PREDICTED] + list(card.classes),
             value=target,
-            interactive=has_classes,
+            visible=has_classes,  # a model without a classifier has no class control at all
             label="Explain label" if model.zero_shot else "Explain class",
         ),
         layer=gr.update(maximum=cfg.depth, value=layer),
@@ -123,10 +127,11 @@ def controls_for(
         state=v,
         note=" ".join(n for n in (note, image_note, words_note, target_note) if n),
         top5=gr.update(label=explanation.what_it_knows(model), num_top_classes=explanation.shown_classes(model)),
-        method=gr.update(interactive=has_classes),
+        method=gr.update(visible=has_classes),
         labels=gr.update(visible=model.zero_shot),
         template=gr.update(visible=model.zero_shot),
         to_cls=gr.update(value=f"Back to {model.layout.first()}"),
+        **help_for(has_classes),
     )
 
 
@@ -188,6 +193,8 @@ def shown_image(crossing: Crossing, model: LoadedViT) -> tuple[str | dict, str]:
 def kept_class(model: LoadedViT, target: str | None) -> tuple[str, str]:
     """(the class to explain with this model, "" or the sentence saying it does not know the one chosen)."""
     classes = model.card.classes
+    if not classes:  # no classifier: no class to keep, and nothing to say about it
+        return PREDICTED, ""
     if not target or target == PREDICTED or target in classes:
         return target or PREDICTED, ""
     return PREDICTED, f"The {model.card.title} has no class '{target}': it explains its predicted class."

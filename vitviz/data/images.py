@@ -49,18 +49,10 @@ def _why_not(e: Exception) -> str:
     return "its header is broken"
 
 
-def to_pixels(
-    image: Image.Image, size: int, in_chans: int, invert_light: bool = False, prepare: tuple = ()
-) -> np.ndarray:
-    """Any PIL image -> uint8 array (size, size, in_chans): EXIF orientation applied, alpha
-    composited on white, 16-bit and float modes rescaled, the centre square resized (bicubic); or, with
-    `prepare` (a card's, vitviz.models.card), resized and cropped as the model's own image processor does."""
-    if not isinstance(image, Image.Image):
-        raise ValueError("expected an image")
-    if image.width < 1 or image.height < 1:
-        raise ValueError("the image is empty")
-    if image.width * image.height > MAX_PIXELS:
-        raise ValueError(f"this image is too large (over {MAX_PIXELS // 1_000_000} megapixels)")
+def flattened(image: Image.Image) -> Image.Image:
+    """The image as the model and the page both show it: its first frame, EXIF orientation applied, 16-bit and
+    float modes rescaled to 8 bits, and transparency composited on white (what a transparent area hides is
+    never shown)."""
     try:
         image.seek(0)  # first frame of an animation
     except (EOFError, AttributeError):
@@ -76,8 +68,23 @@ def to_pixels(
         im = im.convert("RGBA")
         bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
         im = Image.alpha_composite(bg, im)
+    return im
+
+
+def to_pixels(
+    image: Image.Image, size: int, in_chans: int, invert_light: bool = False, prepare: tuple = ()
+) -> np.ndarray:
+    """Any PIL image -> uint8 array (size, size, in_chans): EXIF orientation applied, alpha
+    composited on white, 16-bit and float modes rescaled, the centre square resized (bicubic); or, with
+    `prepare` (a card's, vitviz.models.card), resized and cropped as the model's own image processor does."""
+    if not isinstance(image, Image.Image):
+        raise ValueError("expected an image")
+    if image.width < 1 or image.height < 1:
+        raise ValueError("the image is empty")
+    if image.width * image.height > MAX_PIXELS:
+        raise ValueError(f"this image is too large (over {MAX_PIXELS // 1_000_000} megapixels)")
     try:
-        im = im.convert("RGB" if in_chans == 3 else "L")
+        im = flattened(image).convert("RGB" if in_chans == 3 else "L")
     except (ValueError, OSError) as e:
         raise ValueError(f"images in colour mode {image.mode} are not supported ({e})") from None
     if prepare:

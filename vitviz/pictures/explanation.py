@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vitviz.data.images import flattened
 from vitviz.explain import interpret
 from vitviz.pictures import draw, figures
 from vitviz.pictures.panels import Scale, message_panel, panel
@@ -57,11 +58,11 @@ def nearest_one_based(value: object, count: int, default: int | None = None) -> 
 
 
 def original_thumbnail(image: Image.Image, box: int = 200) -> np.ndarray:
-    """The visitor's image as uploaded, EXIF-rotated, RGB, scaled to fit `box` x `box` (a small one enlarged, its
-    pixels kept sharp)."""
-    from PIL import Image, ImageOps
+    """The visitor's image as uploaded, flattened as the model gets it (vitviz.data.images.flattened: EXIF-rotated,
+    transparency on white), RGB, scaled to fit `box` x `box` (a small one enlarged, its pixels kept sharp)."""
+    from PIL import Image
 
-    im = ImageOps.exif_transpose(image).convert("RGB")
+    im = flattened(image).convert("RGB")
     scale = box / max(im.size)
     size = (max(1, round(im.width * scale)), max(1, round(im.height * scale)))
     return np.asarray(im.resize(size, Image.NEAREST if scale > 1 else Image.BILINEAR))

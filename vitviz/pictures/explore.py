@@ -238,7 +238,7 @@ class _Drawer:
         return (
             original_picture(self.ex.original, self.card.config.image_size, self.card.prepare)
             if self.ex.original is not None
-            else message_panel(160, "Your image", "The image as uploaded is shown here.")
+            else message_panel(160, "The image", "The image as uploaded is shown here.")
         )
 
     def _pool_head(self, head: int) -> np.ndarray:

@@ -13,6 +13,7 @@ import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from vitviz.pictures.draw import as_array
 from vitviz.pictures.style import current
@@ -66,13 +67,18 @@ def distance_figure(dist: torch.Tensor, title: str = "Mean attention distance", 
 
 
 def curves_figure(
-    history: list[dict], steps: list[tuple[float, float]] | None = None, quick: list[dict] | None = None
+    history: list[dict],
+    steps: list[tuple[float, float]] | None = None,
+    quick: list[dict] | None = None,
+    stopped: bool = False,
 ) -> Figure:
     """Loss and accuracy against epochs: per-step training loss (if given), quick validations on a small
     held-out sample (if given), and the figures of each epoch that ended: its training loss and accuracy, the
     mean of its own steps, drawn at its middle (where the step curve they average runs), and its validation at
-    its end. A last, unfinished epoch (a stopped run) gets only its validation, as a star. Accuracy in percent,
-    0 to 100. On a narrow screen (vitviz.pictures.style) the two plots stand one above the other."""
+    its end. A last, unfinished epoch gets only its validation, as a star: where the visitor stopped
+    (`stopped`), or where the run ended (its time budget). Epochs run from 0, a handful of ticks however short
+    the run so far; accuracy in percent, 0 to 100. On a narrow screen (vitviz.pictures.style) the two plots
+    stand one above the other."""
     narrow = current().narrow
     fig = Figure(figsize=(4.0, 5.4) if narrow else (8, 3.2), dpi=100)
     ax1, ax2 = fig.subplots(2, 1) if narrow else fig.subplots(1, 2)
@@ -104,8 +110,9 @@ def curves_figure(
         ax2.plot(ep, [100 * h["val_acc"] for h in ended], "o-", color="C1", label="validation (epoch end)")
     last = history[-1] if history and history[-1] not in ended else None
     if last is not None:
-        ax1.plot([last["epoch"]], [last["val_loss"]], "*", ms=11, color="C1", label="validation at the stop")
-        ax2.plot([last["epoch"]], [100 * last["val_acc"]], "*", ms=11, color="C1", label="validation at the stop")
+        said = "validation where you stopped" if stopped else "validation at the run's end"
+        ax1.plot([last["epoch"]], [last["val_loss"]], "*", ms=11, color="C1", label=said)
+        ax2.plot([last["epoch"]], [100 * last["val_acc"]], "*", ms=11, color="C1", label=said)
     ax1.set_xlabel("epoch")
     ax1.set_ylabel("loss")
     ax2.set_xlabel("epoch")
@@ -115,6 +122,10 @@ def curves_figure(
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
         if ax.has_data():
+            ax.set_xlim(
+                0, max(1.05 * ax.dataLim.intervalx[1], 0.05)
+            )  # one point: still an axis from 0, not 0.0275-0.03
+            ax.xaxis.set_major_locator(MaxNLocator(5))
             ax.legend(fontsize=8)
         else:
             ax.set_xlim(0, 1)

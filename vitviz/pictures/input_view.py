@@ -39,7 +39,7 @@ def original_picture(photo: np.ndarray, size: int, prepare: tuple = ()) -> np.nd
         what = "all of it" + (", squeezed" if h != w else "")
     else:
         what = "the outlined centre square"
-    return panel(np.asarray(im), f"Your image: the model gets {what}, resized to {size}x{size} px", min_width=300)
+    return panel(np.asarray(im), f"The image: the model gets {what}, resized to {size}x{size} px", min_width=300)
 
 
 CLS_GAP = 10

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,9 +78,11 @@ def plain(values: list[float], most: int = 10) -> list[str]:
 
 
 def wrap(text: str, width: int, size: int = TEXT_PX) -> list[str]:
-    """`text` broken into lines no wider than `width` pixels at `size`."""
+    """`text` broken into lines no wider than `width` pixels at `size`; a word wider than a line (a model's name,
+    "vit_small_patch14_reg4_dinov2.lvd142m") broken after its _ . / - where it can, else between letters, so that
+    no line is cut off at its ends."""
     lines, line = [], ""
-    for word in text.split():
+    for word in (piece for w in text.split() for piece in _pieces(w, width, size)):
         trial = f"{line} {word}".strip()
         if line and text_width(trial, size) > width:
             lines.append(line)
@@ -87,6 +90,20 @@ def wrap(text: str, width: int, size: int = TEXT_PX) -> list[str]:
         else:
             line = trial
     return lines + ([line] if line else [])
+
+
+def _pieces(word: str, width: int, size: int) -> list[str]:
+    """`word` as pieces no wider than `width` (itself where it fits)."""
+    if text_width(word, size) <= width:
+        return [word]
+    pieces, piece = [], ""
+    for part in re.findall(r"[^_./-]*[_./-]?", word):
+        for ch in part if text_width(part, size) > width else [part]:  # a part too wide alone: letter by letter
+            if piece and text_width(piece + ch, size) > width:
+                pieces.append(piece)
+                piece = ""
+            piece += ch
+    return [*pieces, piece] if piece else pieces
 
 
 @functools.lru_cache(maxsize=512)

@@ -57,8 +57,13 @@ def empty_curves(style: Style = Style()) -> np.ndarray:
 
 
 def curves(
-    history: list[dict], steps: list[tuple[float, float]], quick: list[dict] | tuple = (), style: Style = Style()
+    history: list[dict],
+    steps: list[tuple[float, float]],
+    quick: list[dict] | tuple = (),
+    style: Style = Style(),
+    stopped: bool = False,
 ) -> np.ndarray:
-    """The loss per step, and the accuracy of every validation (the quick ones and each epoch's), drawn in `style`."""
+    """The loss per step, and the accuracy of every validation (the quick ones and each epoch's), drawn in `style`;
+    `stopped`: the run's last validation is where the visitor stopped it."""
     with drawn_with(style):
-        return figures.figure_to_array(figures.curves_figure(history, steps[-2000:], list(quick)))
+        return figures.figure_to_array(figures.curves_figure(history, steps[-2000:], list(quick), stopped))

@@ -51,7 +51,12 @@ def one_side(
         view, _ = explore_pictures.render_explore(model, ex, o, compact=True)
         name = model.card.title
         drawn = [getattr(view, n) if n == "top5" else _named(getattr(view, n), name) for n in SIDE]
-    asked = target not in (None, "", PREDICTED) and not known and classes
+    if not classes:  # a model that learned without labels: no top 5, and its second map is not a class's
+        return drawn, (
+            f"The {name} has no classifier: it predicts no class, so there is no top 5, and its second map shows "
+            "how alike the patches' features are, not a class."
+        )
+    asked = target not in (None, "", PREDICTED) and not known
     return drawn, (f"The {name} has no class '{target}': it explains its predicted class." if asked else "")
 
 

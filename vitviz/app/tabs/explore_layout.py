@@ -6,38 +6,18 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app.choices import examples_default
+from vitviz.app.help import HELP
 from vitviz.app.inputs import FUSIONS, PREDICTED
 from vitviz.app.state import DEFAULT_EXAMPLE
 from vitviz.app.switch import GALLERY_LABELS
 from vitviz.app.widgets import help_line, pic
 from vitviz.data import gallery
 from vitviz.data.datasets import DATASETS
-from vitviz.explain import interpret
-from vitviz.explain.methods import CLASS_MAPS, DEFAULT_CLASS_MAP, METHODS
+from vitviz.explain.methods import CLASS_MAPS, DEFAULT_CLASS_MAP
 from vitviz.models.words import DEFAULT_LABELS, DEFAULT_TEMPLATE
 
 OPTIONS = tuple("fusion discard target layer head patch alpha smooth shared method labels template".split())
 METHOD = DEFAULT_CLASS_MAP
-
-HELP = {
-    "sees": "What the model sees, cut into its patches. **Click a patch** to see what it attends to; "
-    "click **CLS** (the class token, whose output is classified) to go back.",
-    "rollout": "Where the selected token's information comes from, attention multiplied through every layer "
-    "(Abnar & Zuidema, 2020). Brighter: more.",
-    "class_map": "Which patches matter for the named class, by the chosen method. "
-    + " ".join(f"**{m}**: {METHODS[m].about}" for m in CLASS_MAPS)
-    + " The *Take patches away* tab tests them.",
-    "head_large": "One head of one layer: the selected token's softmax row, how much it takes from each patch "
-    "(the row sums to 1 with CLS).",
-    "rollout_strip": "Rollout stopped after layer 1, 2, ...: how the picture forms with depth.",
-    "lens": "What the model would predict if it stopped after each block: the CLS token read by the final norm "
-    "and head (the logit lens). The Step by step tab walks through every stage.",
-    "norms": "How long each patch token is after each block (its L2 norm). Large ViTs grow a few tokens with "
-    f"far larger norms that soak up attention (Darcet et al., 2024); any at {interpret.OUTLIER_RATIO:g}x its "
-    "block's median or more is outlined and named in the title.",
-    "heads": "Each tile is one head's attention from the selected token. Early layers often look near the token, "
-    "later ones across the image.",
-}
 
 
 def build() -> dict:
@@ -55,7 +35,7 @@ def build() -> dict:
                 c["random"] = gr.Button("Random test image", size="sm", elem_id="random-btn", min_width=80)
                 c["numbers"] = gr.Checkbox(True, label="Patch numbers", elem_id="numbers", min_width=80)
             c["image_note"] = gr.Markdown(elem_classes=["vv-note"], elem_id="image-note")
-            c["original"] = pic("Your image, as uploaded", "original")
+            c["original"] = pic("The image, as uploaded", "original")
         with gr.Column(scale=4, min_width=240):
             c["rollout"] = pic("Attention rollout", "rollout")
             c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Heads combined by", elem_id="fusion")
@@ -99,7 +79,7 @@ def build() -> dict:
                     0.0, 1.0, value=0.6, step=0.05, label="Every map: opacity", min_width=140, elem_id="alpha"
                 )
                 c["smooth"] = gr.Checkbox(value=True, label="Smooth maps (bilinear)", min_width=120, elem_id="smooth")
-            help_line(HELP["class_map"])
+            c["help_class_map"] = help_line(HELP["class_map"])
         with gr.Column(scale=4, min_width=240):
             c["head_large"] = pic("Selected layer and head", "head-large")
             c["layer"] = gr.Slider(1, 6, value=6, step=1, label="Layer", elem_id="layer")
@@ -114,7 +94,7 @@ def _build_below(c: dict):
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300):
             c["summary"] = gr.Markdown(elem_id="summary")
-            help_line(HELP["sees"])
+            c["help_sees"] = help_line(HELP["sees"])
             with gr.Row():
                 c["patch"] = gr.Number(
                     value=-1,
@@ -159,7 +139,7 @@ def _build_below(c: dict):
             c["rollout_strip"] = pic("Rollout up to each layer", "rollout-strip", elem_classes_extra=["vv-wide"])
             help_line(HELP["rollout_strip"])
             c["lens"] = pic("Logit lens", "lens", elem_classes_extra=["vv-wide"])
-            help_line(HELP["lens"])
+            c["help_lens"] = help_line(HELP["lens"])
         with gr.Column(scale=1, min_width=300):
             c["heads"] = pic("Attention in every layer and head", "heads", elem_classes_extra=["vv-wide"])
             c["shared"] = gr.Checkbox(value=False, label="One colour scale for all these tiles", elem_id="shared")
