@@ -16,7 +16,9 @@ loads, the two apps taking turns load by load and round by round (a busy moment 
 
 Otherwise every /explain uploads its image, as an API caller does, and gets every picture back as a file URL.
 With each load's throughput it prints the CPU time a call takes in the app's process and in the clients'
-(this process: gradio_client's own work shares the two cores, and bounds what any app can serve here).
+(this process: gradio_client's own work shares the two cores). The clients pass ssl_verify=False: gradio_client
+otherwise builds a new TLS context, loading the system's certificates, for every request, even over plain HTTP
+(about 40 ms of CPU each), which would count against both apps.
 Targets (issue #34): 8 clients at least 2x the earlier throughput with p95 under 1 s; 30 clients p95 under 1 s;
 one client /explain at most 1.3x /noop.
 """
