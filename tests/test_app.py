@@ -158,11 +158,13 @@ def test_page_update_sends_only_what_changed_and_says_errors_beside_their_contro
     sent = {n for n in explore_pictures.PICTURE_NAMES if not skipped(out[names.index(n)])}
     assert sent == {"head_large"}  # a new layer redraws the layer-and-head view alone
     notes = dict(zip(explore.NOTES, out[len(names) + 1 :]))
-    assert not any(notes.values())
+    assert skipped(notes.pop("image_note")) and not any(notes.values())  # the image's own note is left as it is
     out = explore.explain_page(args()[0], "cifar10", *args(patch=99)[1:], state)
     notes = dict(zip(explore.NOTES, out[len(names) + 1 :]))
     assert (
-        "Token 99 is not in this model" in notes["patch_note"] and not notes["image_note"] and not notes["target_note"]
+        "Token 99 is not in this model" in notes["patch_note"]
+        and skipped(notes["image_note"])
+        and not notes["target_note"]
     )
     assert all(skipped(o) for o in out[: len(names)])  # the pictures stay as they were
     out = explore.explain_page(args()[0], "cifar10", *args(target="giraffe")[1:], state)
@@ -234,8 +236,9 @@ def test_a_model_change_keeps_an_uploaded_image_that_suits_it(tmp_path):
     state = Visitor()
     path = str(tmp_path / "mine.png")
     Image.new("RGB", (40, 40), (200, 30, 30)).save(path)
-    image, gal, state, note = choices.upload_image(path, "cifar10", state)
+    image, gal, state, note, switch_to_photo_model = choices.upload_image(path, "cifar10", state)
     assert image == path and gal["selected_index"] == NONE_SELECTED and state.crossing.example is None and not note
+    assert switch_to_photo_model["visible"] is False  # 40 px is no photo: nothing to advise
     assert skipped(switch.controls_for("cifar10", state)[7])  # it suits the model: kept
     to_mnist = switch.controls_for("mnist", state)
     assert to_mnist[7] == gallery.items("mnist")[DEFAULT_EXAMPLE][0]  # a digit in its place, said beside the menu
@@ -509,3 +512,18 @@ def test_the_quick_run_is_designed_for_its_budget_and_the_form_follows_it():
     assert [u["value"] for u in train_tab.follow_recipe("cifar10", 900)] == [4, True]
     gpu = quick.quick_defaults(torch.device("cuda"), None, "mnist")  # a GPU (ZeroGPU) has its own recipe
     assert gpu["patch_size"] == 4 and gpu["augment"] and gpu["time_budget"] == 60
+
+
+def test_a_photo_on_the_cifar_model_gets_the_line_and_the_switch_and_nothing_else_does(tmp_path):
+    photo, small = str(tmp_path / "photo.jpg"), str(tmp_path / "small.png")
+    Image.new("RGB", (640, 480), (120, 170, 230)).save(photo)
+    Image.new("RGB", (40, 40), (120, 170, 230)).save(small)
+    state = Visitor()
+    *_, note, offer = choices.upload_image(photo, "cifar10", state)
+    assert "CIFAR-10" in note and "DeiT-S" in note and offer["visible"] is True
+    named = dict(zip(switch.CHANGED.names, switch.controls_for("mnist", state)))
+    assert named["photo_switch"]["visible"] is False  # the digit model shows a digit in its place instead
+    named = dict(zip(switch.CHANGED.names, switch.controls_for("cifar10", state)))
+    assert named["photo_switch"]["visible"] is True and "DeiT-S" in named["image_note"]  # the photo is back
+    *_, note, offer = choices.upload_image(small, "cifar10", Visitor())
+    assert note == "" and offer["visible"] is False

@@ -80,3 +80,40 @@ def test_each_timm_entry_draws_a_photo(served, key):
         )
     finally:
         page.close()
+
+
+def test_a_photo_on_the_cifar_model_is_told_what_to_use_and_switched_keeping_the_photo(served):
+    """A 640 x 480 photo on the shipped CIFAR-10 model: one line says the model cannot know it and names DeiT-S;
+    its button switches the menu to DeiT-S, and the model then sees the photo (sky above, grass below), not an
+    example in its place."""
+    import io
+
+    import httpx
+    import numpy as np
+    from playwright.sync_api import expect
+
+    from vitviz.app.switch import PHOTO_MODEL
+
+    b, url, path = served
+    page = b.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        open_on_photo(page, url, path)
+        expect(page.locator("#image-note")).to_contain_text("DeiT-S", timeout=30_000)
+        assert "CIFAR-10" in page.locator("#image-note").inner_text()
+        before = image_src(page, "sees")
+        page.locator("#photo-switch").click()
+        wait_change(page, "sees", before, timeout=90_000)
+        label = next(lbl for lbl, k in menu.model_choices() if k == PHOTO_MODEL)
+        assert page.locator("#model-dd input").input_value() == label
+        assert "in its place" not in page.locator("#model-note").inner_text()
+        expect(page.locator("#photo-switch")).to_be_hidden()
+        src = image_src(page, "sees")
+        seen = np.asarray(Image.open(io.BytesIO(httpx.get(src if src.startswith("http") else url + src).content)))
+        h = min(seen.shape[:2])  # the grid is square, at the left of the picture
+        sky, grass = (
+            seen[h // 10 : h // 5, h // 10 : h // 3].mean((0, 1)),
+            seen[-h // 5 : -h // 10, : h // 3].mean((0, 1)),
+        )
+        assert sky[2] > sky[0] + 40 and grass[1] > grass[0] + 20 and grass[1] > grass[2], (sky, grass)
+    finally:
+        page.close()

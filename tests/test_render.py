@@ -120,11 +120,11 @@ def test_a_click_on_the_input_picks_the_patch_under_it_or_cls(tiny):
 
     cfg = make_config("tiny")
     S, g = input_view.main_size(cfg), cfg.grid_size
-    pic = input_view.sees_picture(np.zeros((cfg.image_size,) * 2 + (3,), np.uint8), g, S, patch=None)
+    layout = TokenLayout(("CLS",), (g, g), cfg.patch_size)
+    pic = input_view.sees_picture(np.zeros((cfg.image_size,) * 2 + (3,), np.uint8), g, S, layout)
     x0, y0, x1, y1 = input_view.cls_box(S, g)
     assert pic.shape[1] >= x1 and (pic[y0 + 3 : y1 - 3, x0 + 3 : x1 - 3] != 255).any()  # the CLS tile is drawn there
     step = S / g
-    layout = TokenLayout(("CLS",), (g, g), cfg.patch_size)
     where = input_view.sees_spots(cfg, layout)
     for k in (0, g + 3, g * g - 1):
         r, c = divmod(k, g)
@@ -212,3 +212,26 @@ def test_a_long_model_name_wraps_whole_and_is_never_cut_at_the_ends():
         assert all(text_width(line, 15) <= width for line in lines), lines
         assert "".join(lines).replace(" ", "") == f"Rolloutof{name}"  # every letter, in order
     assert panels.wrap(f"Rollout of {name}", 150, 15)[1:] == ["vit_small_patch14_", "reg4_dinov2.lvd142m"]
+
+
+def test_every_token_before_the_patches_has_a_tile_beside_the_grid_and_is_chosen_there():
+    """CLS and 4 registers (DINOv2's), and CLS with a distillation token: a tile each, top down; a click on a tile
+    is that token; the selected one (a register) is outlined, and no other tile is."""
+    from vitviz.models.vit import make_config
+    from vitviz.pictures.draw import HIGHLIGHT
+
+    cfg = make_config("tiny")
+    S, g = input_view.main_size(cfg), cfg.grid_size
+    for prefix in (("CLS", "register 1", "register 2", "register 3", "register 4"), ("CLS", "distillation")):
+        layout = TokenLayout(prefix, (g, g), cfg.patch_size)
+        tiles = input_view.token_tiles(S, g, layout)
+        assert [t[4] for t in tiles] == [input_view.short_name(n) for n in prefix] and tiles[-1][3] <= S
+        where = input_view.sees_spots(cfg, layout)
+        for k, (x0, y0, x1, y1, _) in enumerate(tiles):
+            token = spots.token_at(where, (x0 + x1) / 2, (y0 + y1) / 2, layout)
+            assert token.patch is None and token.name == prefix[k] and token.row == k
+        chosen = layout.token(-len(prefix))  # the last token before the patches
+        pic = input_view.sees_picture(np.zeros((cfg.image_size,) * 2 + (3,), np.uint8), g, S, layout, chosen)
+        for k, (x0, y0, x1, y1, _) in enumerate(tiles):
+            outlined = (pic[y0, x0:x1] == HIGHLIGHT).all(-1).mean() > 0.9
+            assert outlined == (k == len(prefix) - 1), (prefix, k)

@@ -19,6 +19,7 @@ from vitviz.app.inputs import read_image
 from vitviz.app.menu import resolve_model
 from vitviz.app.page import Shell
 from vitviz.app.state import DEFAULT_EXAMPLE, NONE_SELECTED, Visitor, visitor
+from vitviz.app.switch import PHOTO_MODEL, photo_advice
 from vitviz.data import gallery
 from vitviz.data.datasets import DATASETS, DataUnavailable, load_dataset
 from vitviz.runtime import scratch
@@ -43,7 +44,9 @@ def pick_example(model_key: str, state: Visitor | None, evt: gr.SelectData) -> t
     if not items:
         return PICKED.reply(state=v, image_note="⚠️ No examples are shipped for this model.")
     v.crossing.new_image(ds, evt.index % len(items))
-    return PICKED.reply(image=items[v.crossing.example][0], state=v, image_note="")
+    return PICKED.reply(
+        image=items[v.crossing.example][0], state=v, image_note="", photo_switch=gr.update(visible=False)
+    )
 
 
 def opening(image: str | None, wanted: dict | None, large: bool, numbers: bool, state: Visitor | None) -> Visitor:
@@ -68,8 +71,8 @@ def opening(image: str | None, wanted: dict | None, large: bool, numbers: bool, 
     return v
 
 
-PICKED = Outputs("image", "state", "image_note")  # an example picked (the selected token is kept)
-NEW_IMAGE = Outputs("image", "examples", "state", "image_note")  # an upload or a random test image
+PICKED = Outputs("image", "state", "image_note", "photo_switch")  # an example picked (the selected token kept)
+NEW_IMAGE = Outputs("image", "examples", "state", "image_note", "photo_switch")  # an upload or a test image
 
 
 def upload_image(file: object, model_key: str, state: Visitor | None) -> tuple:
@@ -78,10 +81,18 @@ def upload_image(file: object, model_key: str, state: Visitor | None) -> tuple:
     path = file if isinstance(file, str) else getattr(file, "name", None)
     try:
         read_image(path)
-        v.crossing.new_image(resolve_model(model_key, v).card.gallery, None, own=path)
+        model = resolve_model(model_key, v)
+        v.crossing.new_image(model.card.gallery, None, own=path)
     except gr.Error as e:
         return NEW_IMAGE.reply(state=v, image_note=warning(e))
-    return NEW_IMAGE.reply(image=path, examples=gr.update(selected_index=NONE_SELECTED), state=v, image_note="")
+    line, offer = photo_advice(v.crossing, model)  # a photo on a model of 32x32 pictures: what to use instead
+    return NEW_IMAGE.reply(
+        image=path,
+        examples=gr.update(selected_index=NONE_SELECTED),
+        state=v,
+        image_note=line,
+        photo_switch=gr.update(visible=offer),
+    )
 
 
 _test_sets: dict[str, object] = {}
@@ -114,6 +125,7 @@ def random_test_image(model_key: str, state: Visitor | None) -> tuple:
         examples=gr.update(selected_index=NONE_SELECTED),
         state=v,
         image_note=f"Random test image #{i}; true label: **{label}**",
+        photo_switch=gr.update(visible=False),
     )
 
 
@@ -131,6 +143,9 @@ def wire(c: dict, shell: Shell) -> None:
         [c["upload"], shell.model_dd, shell.state],
         NEW_IMAGE.components({**c, "state": shell.state}),
         api_visibility="private",
+    )
+    c["photo_switch"].click(  # the model change that follows keeps the photo (switch.shown_image)
+        lambda: PHOTO_MODEL, None, shell.model_dd, queue=False, api_visibility="private"
     )
     c["random"].click(
         random_test_image,

@@ -174,7 +174,7 @@ def follow_image(
     """Wire a tab drawn from the Explore image: drawn when opened, redrawn on a new image or model while looked
     at. `redraw`: fn, inputs and outputs of its update; `fit`: fn, inputs and outputs of what fits its controls
     to a new model before the redraw; `copies`: its controls that show a choice another tab shares (vitviz.app.
-    shell.SHARED_CHOICES), each with the control where that choice was last made, which opening the tab reads
+    page.SHARED_CHOICES), each with the control where that choice was last made, which opening the tab reads
     and shows. Returns the update's event settings, for the tab's own controls."""
     page = dict(**redraw, preprocess=False, api_visibility="private", trigger_mode="always_last", concurrency_limit=4)
     tab.select(**reading({**page, "fn": open_tab}, copies or {}))

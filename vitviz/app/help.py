@@ -8,8 +8,9 @@ from vitviz.explain import interpret
 from vitviz.explain.methods import CLASS_MAPS, METHODS
 
 HELP = {
-    "sees": "What the model sees, cut into its patches. **Click a patch** to see what it attends to; "
-    "click **CLS** (the class token, whose output is classified) to go back.",
+    "sees": "What the model sees, cut into its patches. **Click a patch** to see what it attends to; click a "
+    "**tile beside the grid** for a token before the patches: **CLS** (the class token, whose output is "
+    "classified), and where a model has them its distillation token (dist) or registers (reg).",
     "rollout": "Where the selected token's information comes from, attention multiplied through every layer "
     "(Abnar & Zuidema, 2020). Brighter: more.",
     "class_map": "Which patches matter for the named class, by the chosen method. "
@@ -27,8 +28,9 @@ HELP = {
     "later ones across the image.",
 }
 WITHOUT_CLASSES = {  # the same lines for a model that learned its features without labels (DINOv2, DINOv3)
-    "sees": "What the model sees, cut into its patches. **Click a patch** to see what it attends to; "
-    "click **CLS** (the token before the patches that gathers the whole image) to go back.",
+    "sees": "What the model sees, cut into its patches. **Click a patch** to see what it attends to; click a "
+    "**tile beside the grid** for a token before the patches: **CLS** (it gathers the whole image) and, where "
+    "the model has them, its registers (reg: spare tokens it learned to park global information in).",
     "class_map": "This model has no classifier, so no class to explain: the map shows how alike each patch's "
     "final features are to the selected patch's (cosine similarity; red alike, blue opposite). Patches of one "
     "object are alike: that is what these models learn.",

@@ -161,13 +161,15 @@ def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -
     explain_event = {**explore.wire(ex, shell), "api_visibility": "private"}
     choices.wire(ex, shell)
     model_tab.wire(mt, shell)
-    redraws = [  # what redraws each tab (the last three only while looked at)
-        explain_event,
-        steps_tab.wire(st, shell, ex, pages["steps"]),
-        removal_tab.wire(parts["take-away"], shell, ex["image"], pages["take-away"], (ex["labels"], ex["template"])),
-        compare.wire(cp, shell, ex, pages["compare"]),
-    ]
-    follows = {"explore": explain_event, "steps": redraws[1], "compare": redraws[3]}
+    follows = {  # what redraws each tab (all but Explore only while looked at)
+        "explore": explain_event,
+        "steps": steps_tab.wire(st, shell, ex, pages["steps"]),
+        "take-away": removal_tab.wire(
+            parts["take-away"], shell, ex["image"], pages["take-away"], (ex["labels"], ex["template"])
+        ),
+        "compare": compare.wire(cp, shell, ex, pages["compare"]),
+    }
+    redraws = list(follows.values())
     for pair in SHARED_CHOICES:  # one choice per visitor, set on the tab where it is made, shown on the other
         for (tab, name), (other, copy) in (pair, pair[::-1]):
             control = parts[tab][name]

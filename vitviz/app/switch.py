@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 import gradio as gr
+from PIL import Image
 
 from vitviz.app import menu
 from vitviz.app.handlers import Outputs
@@ -49,6 +50,8 @@ CHANGED = Outputs(
     "help_sees",
     "help_class_map",
     "help_lens",
+    "photo_switch",
+    "image_note",
 )
 
 
@@ -132,7 +135,14 @@ def controls_for(
         template=gr.update(visible=model.zero_shot),
         to_cls=gr.update(value=f"Back to {model.layout.first()}"),
         **help_for(has_classes),
+        **dict(zip(("image_note", "photo_switch"), _advice(v.crossing, model))),
     )
+
+
+def _advice(crossing: Crossing, model: LoadedViT) -> tuple[str | dict, dict]:
+    """The line beside the image buttons and the switch to a photo model, as the model change leaves them."""
+    line, offer = photo_advice(crossing, model)
+    return line, gr.update(visible=offer)  # a model change also ends what was said of the last image
 
 
 def _worded(model: LoadedViT, labels: str | None, template: str | None) -> tuple[LoadedViT, str]:
@@ -188,6 +198,30 @@ def shown_image(crossing: Crossing, model: LoadedViT) -> tuple[str | dict, str]:
         crossing.image_gallery = want
         return items[crossing.example][0], ""
     return gr.skip(), ""
+
+
+PHOTO_MODEL = "timm/deit_small_patch16_224.fb_in1k"  # a model that knows photos: ImageNet's 1,000 classes, 224 px
+
+
+def photo_advice(crossing: Crossing, model: LoadedViT) -> tuple[str, bool]:
+    """("" or the line saying that this model cannot know the visitor's photo, and whether to offer the switch
+    to one that can): for their own image, at least 4x the model's input a side, on a model trained on CIFAR-10's
+    32x32 pictures, which calls anything one of its 10 kinds."""
+    if model.card.dataset != "cifar10" or crossing.example is not None or not crossing.own:
+        return "", False
+    try:
+        with Image.open(crossing.own) as im:
+            small = min(im.size) < 4 * model.card.config.image_size
+    except OSError:
+        return "", False
+    if small:
+        return "", False
+    return (
+        f"The {model.card.title} knows only CIFAR-10's 10 kinds of {model.card.config.image_size}x"
+        f"{model.card.config.image_size} px pictures, so it calls any photo one of them. For a photo, use a model "
+        "trained on ImageNet's photos: **DeiT-S** (1,000 classes, 224x224 px).",
+        True,
+    )
 
 
 def kept_class(model: LoadedViT, target: str | None) -> tuple[str, str]:

@@ -22,7 +22,7 @@ from vitviz.models.loaded import LoadedViT, Token
 from vitviz.pictures import draw
 from vitviz.pictures.backbone import backbone_panel, similarity_panel
 from vitviz.pictures.explanation import Explanation, class_map, nearest_one_based, top_k
-from vitviz.pictures.input_view import first_tile, main_size, original_picture, sees_picture
+from vitviz.pictures.input_view import main_size, original_picture, sees_picture
 from vitviz.pictures.layers import lens_panel, norms_panel
 from vitviz.pictures.panels import Scale, is_flat, message_panel, panel
 
@@ -177,7 +177,7 @@ class _Drawer:
         return np.asarray(draw.draw_grid(pic, self.g, numbers=False, highlight=self.token.patch, color=(90, 90, 90)))
 
     def sees(self) -> np.ndarray:
-        return sees_picture(self.ex.pixels, self.g, self.S, self.token.patch, first_tile(self.model.layout))
+        return sees_picture(self.ex.pixels, self.g, self.S, self.model.layout, self.token)
 
     def rollout(self) -> np.ndarray:
         return self._own(

@@ -60,6 +60,12 @@ def tile(x0: float, y0: float, x1: float, y1: float, layout: TokenLayout) -> Spo
     return Spot(x0, y0, x1 - x0, y1 - y0, 1, 1, 0 if layout.prefix else READER, 1)
 
 
+def tiles(x: float, y: float, width: float, pitch: float, count: int, layout: TokenLayout) -> Spot:
+    """`count` tiles stacked from (x, y), `pitch` apart: the tokens before the patches in their order (rows 0 to
+    count-1), or SigLIP's one tile, its pooling query."""
+    return Spot(x, y, width, pitch, 1, count, 0 if layout.prefix else READER, count)
+
+
 def token_at(spots: list[Spot], x: float, y: float, layout: TokenLayout) -> Token | None:
     """The token under (x, y) in a picture with these spots, or None where there is none."""
     for s in spots:

@@ -18,7 +18,7 @@ from vitviz.models.loaded import LoadedViT, Token
 from vitviz.pictures import draw, figures, spots
 from vitviz.pictures.explanation import nearest_one_based
 from vitviz.pictures.explore import PictureCache
-from vitviz.pictures.input_view import first_tile, main_size, sees_picture, sees_spots
+from vitviz.pictures.input_view import main_size, sees_picture, sees_spots
 from vitviz.pictures.layers import lens_panel, locks_in
 from vitviz.pictures.panels import Scale, message_panel, panel
 from vitviz.pictures.style import px
@@ -319,7 +319,7 @@ def render_steps(
         f"{len(w.tokens)} tokens (" + (f"{prefix} first, CLS outlined" if K else "the patches alone") + ") + positions"
     )
     made = {
-        "input": (("patch", patch), lambda: _input(cfg, model.layout, w.pixels, patch)),
+        "input": (("token", token.number), lambda: _input(cfg, model.layout, w.pixels, token)),
         "sequence": (("patch", patch), lambda: _sequence(w.pixels, g, patch, K)),
         "embedding": (
             (),
@@ -353,10 +353,10 @@ def render_steps(
     return view, {name for name, (_, new) in got.items() if new}
 
 
-def _input(cfg, layout, pixels: np.ndarray, patch: int | None) -> tuple:
-    """Stage 1: the input on its grid with the CLS tile (SigLIP: its pooling query's); the patches' and the tile's
-    spots."""
-    return sees_picture(pixels, cfg.grid_size, main_size(cfg), patch, first_tile(layout)), sees_spots(cfg, layout)
+def _input(cfg, layout, pixels: np.ndarray, token: Token) -> tuple:
+    """Stage 1: the input on its grid with a tile for each token before the patches (SigLIP: its pooling query's),
+    the selected one outlined; the patches' and the tiles' spots."""
+    return sees_picture(pixels, cfg.grid_size, main_size(cfg), layout, token), sees_spots(cfg, layout)
 
 
 def _similarity(model: LoadedViT, position: int, K: int) -> tuple:

@@ -132,9 +132,10 @@ def explain(*args, **kw) -> tuple:
 
 def explain_page(*args) -> tuple:
     """The page's update: the pictures that changed (gr.skip() for the rest), the summary, the state, and the
-    three notes; an error goes into the note beside its control and leaves the pictures as they were."""
+    three notes; an error goes into the note beside its control and leaves the pictures as they were. The image's
+    note is the image's own (a test image's label, what to use for a photo): a drawing leaves it as it is."""
     state = args[-1]
-    notes = {k: "" for k in NOTES}
+    notes = {k: "" if k != "image_note" else gr.skip() for k in NOTES}
     try:
         view, fresh, _, v = explore_view(*args)
     except gr.Error as e:

@@ -28,6 +28,8 @@ def build() -> dict:
         with gr.Column(scale=0, min_width=330, elem_id="input-col"):
             c["sees"] = pic("What the model sees (click a patch or CLS)", "sees")
             c["top5"] = gr.Label(num_top_classes=5, label="Prediction (top 5)", show_heading=False, elem_id="top5")
+            _token_controls(c)  # under the grid and its prediction, on the first screen of a projector
+            c["help_sees"] = help_line(HELP["sees"])
             with gr.Row(elem_id="image-buttons"):
                 c["upload"] = gr.UploadButton(
                     "Upload image", file_types=["image"], size="sm", elem_id="upload-btn", min_width=80
@@ -35,6 +37,9 @@ def build() -> dict:
                 c["random"] = gr.Button("Random test image", size="sm", elem_id="random-btn", min_width=80)
                 c["numbers"] = gr.Checkbox(True, label="Patch numbers", elem_id="numbers", min_width=80)
             c["image_note"] = gr.Markdown(elem_classes=["vv-note"], elem_id="image-note")
+            c["photo_switch"] = gr.Button(
+                "Switch to DeiT-S, keeping this photo", size="sm", visible=False, elem_id="photo-switch"
+            )
             c["original"] = pic("The image, as uploaded", "original")
         with gr.Column(scale=4, min_width=240):
             c["rollout"] = pic("Attention rollout", "rollout")
@@ -89,30 +94,34 @@ def build() -> dict:
     return c
 
 
+def _token_controls(c: dict) -> None:
+    """The selected token's controls, right under the grid they choose on: its number, the menu of the tokens
+    before the patches, Back to CLS, and the note beside them."""
+    with gr.Row():
+        c["patch"] = gr.Number(
+            value=-1,
+            precision=0,
+            label="Selected token (patches 0 to 63, -1 CLS)",
+            elem_id="patch",
+            min_width=160,
+        )
+        c["prefix_token"] = gr.Dropdown(
+            ["CLS"],
+            value="CLS",
+            label="Or a token before the patches",
+            visible=False,
+            elem_id="prefix-token",
+            min_width=140,
+        )
+        c["to_cls"] = gr.Button("Back to CLS", size="sm", elem_id="cls-btn", min_width=100)
+    c["patch_note"] = gr.Markdown(elem_classes=["vv-note"])
+
+
 def _build_below(c: dict):
     """Under the first screen: the token and the display options, the examples, export; the many-panel maps."""
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300):
             c["summary"] = gr.Markdown(elem_id="summary")
-            c["help_sees"] = help_line(HELP["sees"])
-            with gr.Row():
-                c["patch"] = gr.Number(
-                    value=-1,
-                    precision=0,
-                    label="Selected token (patches 0 to 63, -1 CLS)",
-                    elem_id="patch",
-                    min_width=160,
-                )
-                c["prefix_token"] = gr.Dropdown(
-                    ["CLS"],
-                    value="CLS",
-                    label="Or a token before the patches",
-                    visible=False,
-                    elem_id="prefix-token",
-                    min_width=140,
-                )
-                c["to_cls"] = gr.Button("Back to CLS", size="sm", elem_id="cls-btn", min_width=100)
-            c["patch_note"] = gr.Markdown(elem_classes=["vv-note"])
         with gr.Column(scale=1, min_width=300):
             with gr.Row():
                 c["export"] = gr.Button("Export this view (PNGs + raw attention)", size="sm", elem_id="export-btn")
