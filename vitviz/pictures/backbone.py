@@ -2,7 +2,7 @@
 pictures out (vitviz.explain.features computes them).
 
 - `similarity_panel`: the cosine similarity of every patch's features to the selected patch's, on a
-  diverging scale centred on 0 (the centre patch while CLS is selected).
+  diverging scale centred on 0 (the centre patch while a token before the patches is selected).
 - `backbone_panel`: the patch features as colours (their first three principal components) beside
   each last-layer head's CLS attention kept to 60% of its mass, as the DINO papers draw them.
 """
@@ -30,7 +30,7 @@ def similarity_panel(ex: Explanation, patch: int | None, size: int, alpha: float
     sim = features.similarity_to(ex.features, at).view(g, g)
     pic = draw.overlay(ex.pixels, sim, size, cmap="RdBu_r", alpha=max(alpha, 0.6), mode="nearest", vmin=-1.0, vmax=1.0)
     pic = np.asarray(draw.draw_grid(pic, g, numbers=False, highlight=at, color=(90, 90, 90)))
-    which = f"patch {at}" if patch is not None else f"patch {at} (the centre one while CLS is selected)"
+    which = f"patch {at}" if patch is not None else f"patch {at} (the centre one: the selected token is no patch)"
     return panel(
         pic,
         f"How alike each patch's features are to {which}'s: red alike, blue opposite, white unrelated",

@@ -214,7 +214,11 @@ class _Drawer:
             self.ex.pixels, m.view(self.g, self.g), self.S, alpha=self.o.alpha, mode="nearest", vmin=lo, vmax=hi
         )
         to_prefix = float(self.ex.attn[layer - 1, head - 1, self.row, : self.K].sum())
-        names = "CLS" if self.K == 1 else f"CLS and the other {self.K - 1} prefix token(s)"
+        names = (
+            "CLS"
+            if self.K == 1
+            else f"CLS and the {self.K - 1} other token{'s' if self.K > 2 else ''} before the patches"
+        )
         share = f" ({names} {'takes' if self.K == 1 else 'take'} {100 * to_prefix:.0f}% of it)" if self.K else ""
         return panel(
             self._outline(pic),

@@ -70,9 +70,9 @@ def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: 
     strip = draw.tile([list(tiles)], col_labels=[f"after block {i + 1}" for i in range(L)])
     cls = norms[:, 0] if prefix else None  # SigLIP: no token before the patches
     regs = norms[:, 1:prefix]
+    others = f"{regs.shape[1]} other token{'s' if regs.shape[1] > 1 else ''} before the patches"
     extra = (
-        f"; the {regs.shape[1]} other prefix token(s) (registers or distillation): {float(regs.min()):.3g} to "
-        f"{float(regs.max()):.3g}"
+        f"; the {others} (registers or distillation): {float(regs.min()):.3g} to {float(regs.max()):.3g}"
         if regs.numel()
         else ""
     )

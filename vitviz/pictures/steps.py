@@ -217,7 +217,7 @@ def _inputs_text(cfg, C, g, p, P, D, mean, std, front, N, grow, patch) -> dict[s
         f"added to every token, one {D}-vector per position, so each token also carries where it "
         f"is; on this image it changes the patch tokens by {100 * grow:.0f}% of their length on "
         f"average. Right: how similar position {patch if patch is not None else (g * g) // 2 + g // 2}'s "
-        "embedding is to every other position's (the centre one while CLS is selected).",
+        "embedding is to every other position's (the centre one while a token before the patches is selected).",
     }
 
 
