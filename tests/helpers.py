@@ -177,6 +177,22 @@ def skipped(value) -> bool:
 SHOTS = Path(os.environ.get("VITVIZ_SCREENSHOTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 
 
+def counted_page(browser) -> tuple:
+    """(a page at 1400 x 1000 once its opening has ended, the events it sends the server from now on, the listener
+    that counts them): each a POST to the queue or to a direct route, seen at the browser."""
+    calls = []
+
+    def count(request) -> None:
+        if request.method == "POST" and ("/queue/join" in request.url or "/run/" in request.url):
+            calls.append(request.url)
+
+    pg = open_page(browser, 1400, 1000)
+    settled(pg, "sees", "rollout", "heads", timeout=60_000)
+    pg.wait_for_timeout(1500)  # whatever the opening set off has ended
+    pg.on("request", count)
+    return pg, calls, count
+
+
 def open_page(browser, width: int, height: int):
     """A new page of the app served by the `browser` fixture, at width x height, once it has drawn Explore."""
     b, url = browser

@@ -7,7 +7,7 @@ Screenshots go to test-artifacts/ (VITVIZ_SCREENSHOTS overrides the folder).
 import os
 
 import pytest
-from helpers import SHOTS, image_src, open_page, settled, wait_change
+from helpers import SHOTS, counted_page, image_src, open_page, settled, wait_change
 
 from vitviz.data import gallery
 from vitviz.models.hub import load_model
@@ -113,17 +113,8 @@ def test_phone_shows_prediction_and_maps_before_controls_and_a_tap_changes_them(
 def test_one_click_on_the_patch_grid_is_one_server_event(browser):
     """A click on the input's grid selects the token, sets the token's number and menu and redraws every picture
     that follows it, all in one request to the server (counted at the browser: queued and direct calls)."""
-    pg = open_page(browser, 1400, 1000)
-    calls = []
-
-    def count(request):
-        if request.method == "POST" and ("/queue/join" in request.url or "/run/" in request.url):
-            calls.append(request.url)
-
+    pg, calls, count = counted_page(browser)
     try:
-        settled(pg, "sees", "rollout", "heads", timeout=60_000)
-        pg.wait_for_timeout(1500)  # whatever the opening set off has ended
-        pg.on("request", count)
         for place, row, col in ((1, 4, 2), (2, 1, 6)):
             before = image_src(pg, "rollout")
             sees = pg.locator("#sees img").first.bounding_box()
@@ -306,17 +297,8 @@ def test_compare_follows_its_inputs(page):
 def test_a_choice_two_tabs_share_is_one_server_event_and_shows_on_both(browser):
     """Heads combined by "max" on Explore: one request, which redraws Explore and sets Compare's copy of the
     choice (no script in the page copies it); the method picked on Compare shows on Explore in the same way."""
-    pg = open_page(browser, 1400, 1000)
-    calls = []
-
-    def count(request):
-        if request.method == "POST" and ("/queue/join" in request.url or "/run/" in request.url):
-            calls.append(request.url)
-
+    pg, calls, count = counted_page(browser)
     try:
-        settled(pg, "sees", "rollout", "heads", timeout=60_000)
-        pg.wait_for_timeout(1500)
-        pg.on("request", count)
         before = image_src(pg, "rollout")
         pg.locator("#fusion label", has_text="max").click()
         wait_change(pg, "rollout", before)
