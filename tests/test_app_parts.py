@@ -37,8 +37,8 @@ def uploaded(tmp_path, name):
 def test_pick_example_follows_the_model_not_the_menu_key(tmp_path):
     v = uploaded(tmp_path, "mnist")
     assert v.models["upload"].card.kind == "uploaded" and v.models["upload"].card.dataset == "mnist"
-    path, v, note = choices.pick_example("upload", v, Evt(3))
-    assert path == gallery.items("mnist")[3][0] and not note
+    path, v, note, photo_switch = choices.pick_example("upload", v, Evt(3))
+    assert path == gallery.items("mnist")[3][0] and not note and photo_switch["visible"] is False
     updates = switch.controls_for("upload", v)
     assert [p for p, _ in updates[4]["value"]] == [p for p, _ in gallery.items("mnist")]
     assert updates[4]["selected_index"] == 3  # the gallery marks the digit shown

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from vitviz.data.datasets import DATASETS
 from vitviz.models.vit import PRESETS, ViTConfig, cost, make_config
@@ -30,7 +31,7 @@ class ConfigError(ValueError):
     """A training setting that cannot be used; the message is a sentence for a person."""
 
 
-def setting(default: object, label: str, lo: float | None = None, hi: float | None = None, span: str = "") -> field:
+def setting(default: object, label: str, lo: float | None = None, hi: float | None = None, span: str = "") -> Any:
     """A field of a run's setting: its default, how a sentence names it, and its range (said after "must be")."""
     return field(default=default, metadata={"label": label, "range": None if lo is None else (lo, hi, span)})
 
