@@ -85,13 +85,8 @@ def upload_image(file: object, model_key: str, state: Visitor | None) -> tuple:
         v.crossing.new_image(model.card.gallery, None, own=path)
     except gr.Error as e:
         return NEW_IMAGE.reply(state=v, image_note=warning(e))
-    line, offer = photo_advice(v.crossing, model)  # a photo on a model of 32x32 pictures: what to use instead
-    return NEW_IMAGE.reply(
-        image=path,
-        examples=gr.update(selected_index=NONE_SELECTED),
-        state=v,
-        image_note=line,
-        photo_switch=gr.update(visible=offer),
+    return NEW_IMAGE.reply(  # a photo on a model of 32x32 pictures: what to use instead
+        image=path, examples=gr.update(selected_index=NONE_SELECTED), state=v, **photo_advice(v.crossing, model)
     )
 
 

@@ -24,7 +24,7 @@ from vitviz.app import choices, link, switch
 from vitviz.app.handlers import shared, style_switch
 from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
 from vitviz.app.page import SHARED_CHOICES, Shell
-from vitviz.app.serving import gradio_files, limits, picfiles
+from vitviz.app.serving import gradio_files, limits
 from vitviz.app.serving.places import PLACES
 from vitviz.app.serving.public import APP_KWARGS, PublicBlocks
 from vitviz.app.state import Visitor
@@ -100,7 +100,6 @@ LARGE_TYPE_JS = (
 def build_demo() -> gr.Blocks:
     scratch.prune_all()  # what an earlier run of the app left
     gradio_files.own_folder()  # Gradio's files of this process in a folder of its own, before any component
-    picfiles.served()  # first of Gradio's static paths, which it checks each reply's every file against in turn
     import_families()  # before the first request: concurrent first imports can deadlock
     with PublicBlocks(title="vitviz: see how a ViT sees", delete_cache=limits.delete_cache(), fill_width=True) as demo:
         state = gr.State(Visitor(), time_to_live=limits.get("VITVIZ_STATE_TTL_S"), delete_callback=release_state)

@@ -135,14 +135,8 @@ def controls_for(
         template=gr.update(visible=model.zero_shot),
         to_cls=gr.update(value=f"Back to {model.layout.first()}"),
         **help_for(has_classes),
-        **dict(zip(("image_note", "photo_switch"), _advice(v.crossing, model))),
+        **photo_advice(v.crossing, model),  # a model change also ends what was said of the last image
     )
-
-
-def _advice(crossing: Crossing, model: LoadedViT) -> tuple[str | dict, dict]:
-    """The line beside the image buttons and the switch to a photo model, as the model change leaves them."""
-    line, offer = photo_advice(crossing, model)
-    return line, gr.update(visible=offer)  # a model change also ends what was said of the last image
 
 
 def _worded(model: LoadedViT, labels: str | None, template: str | None) -> tuple[LoadedViT, str]:
@@ -203,25 +197,24 @@ def shown_image(crossing: Crossing, model: LoadedViT) -> tuple[str | dict, str]:
 PHOTO_MODEL = "timm/deit_small_patch16_224.fb_in1k"  # a model that knows photos: ImageNet's 1,000 classes, 224 px
 
 
-def photo_advice(crossing: Crossing, model: LoadedViT) -> tuple[str, bool]:
-    """("" or the line saying that this model cannot know the visitor's photo, and whether to offer the switch
-    to one that can): for their own image, at least 4x the model's input a side, on a model trained on CIFAR-10's
-    32x32 pictures, which calls anything one of its 10 kinds."""
-    if model.card.dataset != "cifar10" or crossing.example is not None or not crossing.own:
-        return "", False
+def photo_advice(crossing: Crossing, model: LoadedViT) -> dict:
+    """The image's note and the switch to a photo model (outputs "image_note", "photo_switch"): the line saying
+    that this model cannot know the visitor's photo, and the switch shown, for their own image at least 4x the
+    model's input a side on a model trained on CIFAR-10's 32x32 pictures (which calls anything one of its 10
+    kinds); else no line and no switch."""
+    side = model.card.config.image_size
     try:
-        with Image.open(crossing.own) as im:
-            small = min(im.size) < 4 * model.card.config.image_size
+        photo = model.card.dataset == "cifar10" and crossing.example is None and bool(crossing.own)
+        if photo:
+            with Image.open(crossing.own) as im:
+                photo = min(im.size) >= 4 * side
     except OSError:
-        return "", False
-    if small:
-        return "", False
-    return (
-        f"The {model.card.title} knows only CIFAR-10's 10 kinds of {model.card.config.image_size}x"
-        f"{model.card.config.image_size} px pictures, so it calls any photo one of them. For a photo, use a model "
-        "trained on ImageNet's photos: **DeiT-S** (1,000 classes, 224x224 px).",
-        True,
+        photo = False
+    line = (
+        f"The {model.card.title} knows only CIFAR-10's 10 kinds of {side}x{side} px pictures, so it calls any photo "
+        "one of them. For a photo, use a model trained on ImageNet's photos: **DeiT-S** (1,000 classes, 224x224 px)."
     )
+    return {"image_note": line if photo else "", "photo_switch": gr.update(visible=photo)}
 
 
 def kept_class(model: LoadedViT, target: str | None) -> tuple[str, str]:

@@ -54,12 +54,6 @@ def under_title(spots: list[Spot], title: str, width: int, picture_width: int) -
     return moved(spots, max(0, (width - picture_width) // 2), dy)
 
 
-def tile(x0: float, y0: float, x1: float, y1: float, layout: TokenLayout) -> Spot:
-    """The tile from (x0, y0) to (x1, y1) standing for the token the prediction reads: CLS, or SigLIP's pooling
-    query."""
-    return Spot(x0, y0, x1 - x0, y1 - y0, 1, 1, 0 if layout.prefix else READER, 1)
-
-
 def tiles(x: float, y: float, width: float, pitch: float, count: int, layout: TokenLayout) -> Spot:
     """`count` tiles stacked from (x, y), `pitch` apart: the tokens before the patches in their order (rows 0 to
     count-1), or SigLIP's one tile, its pooling query."""
