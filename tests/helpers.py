@@ -124,6 +124,17 @@ def settled(page, *elem_ids: str, timeout: float = 30_000) -> None:
     )
 
 
+def click_cell(page, row: float, col: float, cells: int = 8) -> None:
+    """Click the input's picture (#sees) at cell (row, col) of its square grid of `cells` a side (fractions
+    reach between cells, or past the grid to the tiles right of it), once no picture of the view is being
+    redrawn: a click on a picture under Gradio's busy overlay can be lost."""
+    settled(page, "sees", "rollout", "top5", timeout=60_000)
+    page.locator("#sees img").first.scroll_into_view_if_needed()
+    sees = page.locator("#sees img").first.bounding_box()
+    side = sees["height"]
+    page.mouse.click(sees["x"] + side * (col + 0.5) / cells, sees["y"] + side * (row + 0.5) / cells)
+
+
 def make_zip(path, n_per_class=3, size=32, mode="RGB", classes=CIFAR10_CLASSES):
     with zipfile.ZipFile(path, "w") as z:
         for split in ("train", "test"):

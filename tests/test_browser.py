@@ -7,7 +7,7 @@ Screenshots go to test-artifacts/ (VITVIZ_SCREENSHOTS overrides the folder).
 import os
 
 import pytest
-from helpers import SHOTS, counted_page, image_src, open_page, settled, wait_change
+from helpers import SHOTS, click_cell, counted_page, image_src, open_page, settled, wait_change
 
 from vitviz.data import gallery
 from vitviz.models.hub import load_model
@@ -101,8 +101,7 @@ def test_phone_shows_prediction_and_maps_before_controls_and_a_tap_changes_them(
             < y["layer"]
         )
         before = image_src(pg, "rollout")
-        sees = pg.locator("#sees img").first.bounding_box()
-        pg.mouse.click(sees["x"] + sees["height"] * 2.5 / 8, sees["y"] + sees["height"] * 4.5 / 8)
+        click_cell(pg, 4, 2)
         wait_change(pg, "rollout", before)  # the map under the image now shows the tapped patch
         assert pg.locator("#patch input").first.input_value() == str(4 * 8 + 2)
         pg.screenshot(path=str(SHOTS / "explore-390x844.png"), full_page=True)
@@ -117,9 +116,7 @@ def test_one_click_on_the_patch_grid_is_one_server_event(browser):
     try:
         for place, row, col in ((1, 4, 2), (2, 1, 6)):
             before = image_src(pg, "rollout")
-            sees = pg.locator("#sees img").first.bounding_box()
-            side = sees["height"]
-            pg.mouse.click(sees["x"] + side * (col + 0.5) / 8, sees["y"] + side * (row + 0.5) / 8)
+            click_cell(pg, row, col)
             wait_change(pg, "rollout", before)
             pg.wait_for_function(f"() => document.querySelector('#patch input').value === '{row * 8 + col}'")
             settled(pg, "sees", "rollout", "heads", timeout=60_000)
@@ -135,16 +132,13 @@ def test_explore_patch_cls_and_fusion(page):
     first = image_src(page, "rollout")
     page.locator("#examples img").nth(12).click()  # another example
     second = wait_change(page, "rollout", first)
-    page.locator("#sees img").first.scroll_into_view_if_needed()  # the gallery's click scrolled the page down
-    sees = page.locator("#sees img").first.bounding_box()
-    side = sees["height"]  # the grid is square; the CLS tile sits right of it
-    page.mouse.click(sees["x"] + side * 5.5 / 8, sees["y"] + side * 2.5 / 8)  # row 2, column 5
+    click_cell(page, 2, 5)  # row 2, column 5 (scrolled to: the gallery's click scrolled the page down)
     third = wait_change(page, "rollout", second)
     assert page.locator("#patch input").first.input_value() == str(2 * 8 + 5)
     page.wait_for_function("() => /patch 21/.test(document.querySelector('#summary').innerText)", timeout=20_000)
     settled(page, "sees")  # a click on a picture that is still being redrawn can be lost
     sees = page.locator("#sees img").first.bounding_box()
-    page.mouse.click(sees["x"] + side + 20, sees["y"] + 15)  # the CLS tile: back to the class token
+    page.mouse.click(sees["x"] + sees["height"] + 20, sees["y"] + 15)  # the CLS tile: back to the class token
     page.wait_for_function("() => document.querySelector('#patch input').value === '-1'", timeout=20_000)
     page.wait_for_function("() => /token: CLS/.test(document.querySelector('#summary').innerText)", timeout=20_000)
     wait_change(page, "rollout", third)

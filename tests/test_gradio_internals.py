@@ -105,3 +105,13 @@ def test_a_folder_served_first_is_checked_before_gradios_own_static_paths(tmp_pa
     internals.serve_first(tmp_path)
     assert is_static_file(str(picture))  # Gradio serves it as it is, never copying it into its cache
     assert _StaticFiles.all_paths[0] == tmp_path.resolve()
+
+
+def test_mcp_writes_an_inline_image_among_the_uploads_and_a_refusal_reads_as_its_sentence():
+    import gradio.mcp
+
+    internals.prepare_mcp()
+    assert gradio.mcp.DEFAULT_TEMP_DIR == internals.upload_folder()
+    said = internals.Sentence("The method must be one of a, b.")
+    assert isinstance(said, gr.Error) and str(said) == "The method must be one of a, b."
+    assert str(gr.Error("x")) != "x"  # why: Gradio's own error reads as its message's repr

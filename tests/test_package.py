@@ -24,7 +24,7 @@ LAYERS = [
     ["vitviz.app.serving"],
     ["vitviz.app"],
     ["vitviz.app.tabs"],
-    ["vitviz.app.shell", "vitviz.app.serve", "vitviz.app.__init__"],
+    ["vitviz.app.shell", "vitviz.app.serve", "vitviz.app.tools", "vitviz.app.__init__"],
     ["vitviz"],
 ]
 

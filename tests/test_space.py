@@ -43,7 +43,7 @@ def test_front_matter_and_requirements(folder):
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(clip.split(" ")[1].split(","))
     assert any(p.startswith("google/siglip2-base-patch16-224 ") for p in fm["preload_from_hub"])
     reqs = (out / "requirements.txt").read_text().split()
-    assert f"gradio=={gradio.__version__}" in reqs and "timm==1.0.31" in reqs and "transformers==5.23.0" in reqs
+    assert f"gradio[mcp]=={gradio.__version__}" in reqs and "timm==1.0.31" in reqs and "transformers==5.23.0" in reqs
     if hardware == "zerogpu":
         assert {"torch==2.11.0", "torchvision==0.26.0", "spaces"} <= set(reqs)
     else:

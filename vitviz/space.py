@@ -36,7 +36,7 @@ def _requirements(hardware: str) -> str:
         for line in (ROOT / "requirements.txt").read_text().splitlines()
         if line.strip() and not line.startswith(("torch==", "torchvision==", "gradio", "#"))
     ]
-    return "\n".join(HARDWARE[hardware]["pins"] + [f"gradio=={gradio.__version__}"] + rest) + "\n"
+    return "\n".join(HARDWARE[hardware]["pins"] + [f"gradio[mcp]=={gradio.__version__}"] + rest) + "\n"
 
 
 def preloaded() -> list[str]:

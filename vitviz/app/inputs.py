@@ -13,6 +13,7 @@ from collections.abc import Callable
 import gradio as gr
 from PIL import Image
 
+from vitviz.app.serving import limits
 from vitviz.data.images import open_image
 from vitviz.models.loaded import Token, TokenLayout
 from vitviz.pictures import explanation
@@ -54,6 +55,9 @@ def _read_image(payload: ImagePayload) -> Image.Image:
     path = payload.get("path") if isinstance(payload, dict) else payload
     if not path or not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
         raise gr.Error("The image could not be found on the server; please upload it again.")
+    most = limits.get("VITVIZ_MAX_UPLOAD_MB")
+    if os.path.getsize(path) > most * 2**20:  # a file fetched from a URL or sent inline is not an upload's size
+        raise gr.Error(f"That file is larger than the {most:g} MB an image may be on this machine.")
     try:
         return open_image(str(path))
     except ValueError as e:

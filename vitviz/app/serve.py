@@ -38,6 +38,11 @@ def parser() -> argparse.ArgumentParser:
         default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         help="port to listen on (default 7860)",
     )
+    p.add_argument(
+        "--no-mcp",
+        action="store_true",
+        help="no MCP server for agents (by default its tools are served at /gradio_api/mcp/ beside the page)",
+    )
     return p
 
 
@@ -47,7 +52,7 @@ def main(argv: list[str] | None = None, demo: gr.Blocks | None = None) -> int:
     prepare_environment()
     from vitviz.app.shell import build_demo, launch
 
-    launch(demo or build_demo(), server_name=a.host, server_port=a.port)
+    launch(demo or build_demo(), server_name=a.host, server_port=a.port, mcp_server=not a.no_mcp)
     return 0
 
 

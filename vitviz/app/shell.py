@@ -20,11 +20,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from vitviz.app import choices, link, switch
+from vitviz.app import choices, link, switch, tools
 from vitviz.app.handlers import shared, style_switch
 from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
 from vitviz.app.page import SHARED_CHOICES, Shell
-from vitviz.app.serving import gradio_files, limits
+from vitviz.app.serving import gradio_files, gradio_internals, limits
 from vitviz.app.serving.places import PLACES
 from vitviz.app.serving.public import APP_KWARGS, PublicBlocks
 from vitviz.app.state import Visitor
@@ -155,6 +155,7 @@ def _head() -> dict:
 
 def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -> None:
     """Each tab's own events, then what crosses tabs: one set of choices, a new model, the drawing style."""
+    tools.wire()  # first: the agents' tools keep their plain names
     ex, st, cp, mt = parts["explore"], parts["steps"], parts["compare"], parts["model"]
     state = shell.state
     explain_event = {**explore.wire(ex, shell), "api_visibility": "private"}
@@ -200,6 +201,7 @@ def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -
     phone = f"() => (window.innerWidth <= {PHONE_PX} ? window.innerWidth : null)"  # a wide screen changes nothing
     demo.load(None, None, width, js=phone)
     demo.unload(release_session)
+    gradio_internals.tools_only(demo, {fn for fn, _ in tools.TOOLS.values()})
 
 
 def _open(demo: gr.Blocks, shell: Shell, head: dict, ex: dict, model_view: dict, explain_event: dict) -> None:
@@ -268,6 +270,7 @@ def launch(demo: gr.Blocks | None = None, **kw) -> tuple:
     the app's own folders when it exits (Ctrl-C, SIGTERM, demo.close(), the end of the process)."""
     demo = demo or build_demo()
     demo.queue(default_concurrency_limit=2, max_size=limits.queue_size())
+    gradio_internals.prepare_mcp()  # an agent's inline image: an upload like any other
     if isinstance(demo, PublicBlocks):
         demo.bound_cache()
     if not kw.get("prevent_thread_lock") and threading.current_thread() is threading.main_thread():

@@ -253,11 +253,16 @@ class LoadedViT:
         """Whether its classes are words a visitor chooses (CLIP, SigLIP: vitviz.models.words)."""
         return getattr(self.adapter, "text", None) is not None
 
+    @property
+    def sigmoid(self) -> bool:
+        """Whether each class's probability is its own sigmoid (SigLIP), not a share of a softmax."""
+        words = getattr(self.adapter, "words", None)
+        return words is not None and words.sigmoid
+
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
         """Class probabilities by the model's own rule: the softmax over the classes, or, for SigLIP, each
         label's own sigmoid (never renormalised)."""
-        words = getattr(self.adapter, "words", None)
-        return logits.sigmoid() if words is not None and words.sigmoid else logits.softmax(-1)
+        return logits.sigmoid() if self.sigmoid else logits.softmax(-1)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Logits of a plain forward pass, in eval mode."""

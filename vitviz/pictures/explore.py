@@ -150,13 +150,22 @@ class _Drawer:
             )[0]
         return self._roll
 
-    def _token_row(self, m: torch.Tensor) -> torch.Tensor:
-        """The selected token's row over the patches; a patch's own weight drawn at the others' maximum (it
-        would drown the rest). SigLIP's pooling query reads rolled-out relevance `m` through its pooling head's
-        attention (heads averaged)."""
+    def row_of(self, m: torch.Tensor) -> torch.Tensor:
+        """The selected token's row of `m` over the patches, as it is. SigLIP's pooling query reads rolled-out
+        relevance `m` through its pooling head's attention (heads averaged)."""
         if self.row is None:
             return self.pool.mean(0) @ m[..., :, self.K :]
-        r = m[..., self.row, self.K :].clone()
+        return m[..., self.row, self.K :]
+
+    def layer_head(self) -> tuple[int, int]:
+        return nearest_one_based(self.o.layer, self.L), nearest_one_based(self.o.head, self.H, default=1)
+
+    def _token_row(self, m: torch.Tensor) -> torch.Tensor:
+        """`row_of(m)`, a selected patch's own weight drawn at the others' maximum (it would drown the rest)."""
+        r = self.row_of(m)
+        if self.row is None:
+            return r
+        r = r.clone()
         patch = self.token.patch
         if patch is not None and r.shape[-1] > 1:
             others = torch.cat([r[..., :patch], r[..., patch + 1 :]], -1)
@@ -204,8 +213,7 @@ class _Drawer:
         return norms_panel(self.ex.pixels, self.ex.norms, self.g, self.L, self.o.alpha, self.K)
 
     def head_large(self) -> np.ndarray:
-        layer = nearest_one_based(self.o.layer, self.L)
-        head = nearest_one_based(self.o.head, self.H, default=1)
+        layer, head = self.layer_head()
         if self.row is None:
             return self._pool_head(head)
         m = self._token_row(self.ex.attn[layer - 1, head - 1])
@@ -301,12 +309,7 @@ def render_explore(
 ) -> tuple[ExploreView, set[str]]:
     """The Explore view and the names of the pictures drawn now (the rest came from `cache` unchanged).
     `compact`: the top 5, rollout, gradient rollout and rollout by layer (the Compare view)."""
-    layout = model.layout
-    o = replace(
-        options,
-        token=layout.kept(options.token.number if options.token else -1),  # one this model has, else CLS
-        method=options.method if options.method in METHODS else DEFAULT_CLASS_MAP,
-    )
+    o = _kept(model, options)
     cache = cache or PictureCache()
     d = _Drawer(model, ex, o)
     view, fresh = ExploreView(top5=top_k(model, ex.probs) if ex.has_head else {}), set()
@@ -320,6 +323,34 @@ def render_explore(
     if not compact:
         view.summary = explore_summary(model, ex, o)
     return view, fresh
+
+
+def _kept(model: LoadedViT, options: Options) -> Options:
+    """The options with a token this model has (else CLS) and a method vitviz knows (else the default)."""
+    return replace(
+        options,
+        token=model.layout.kept(options.token.number if options.token else -1),
+        method=options.method if options.method in METHODS else DEFAULT_CLASS_MAP,
+    )
+
+
+def drawn_values(model: LoadedViT, ex: Explanation, options: Options = Options()) -> dict[str, torch.Tensor]:
+    """The numbers the Explore pictures draw, each (P,) over the patches in patch order, from the selected token
+    as its pictures are (a selected patch's own weight as it is, where the pictures draw it at the others'
+    maximum): "rollout", "head_large" (the options' layer and head), and "class_map" (the method's map for the
+    explained class) for a model with a classifier; "head_to_prefix": that head's weight on each token before
+    the patches (none for SigLIP's pooling query)."""
+    d = _Drawer(model, ex, _kept(model, options))
+    layer, head = d.layer_head()
+    values = {"rollout": d.row_of(d.rolled()[-1])}
+    if d.row is None:
+        values["head_large"] = d.pool[head - 1, d.K :]  # its pooling head's attention over the last block's
+    else:
+        values["head_large"] = ex.attn[layer - 1, head - 1, d.row, d.K :]
+        values["head_to_prefix"] = ex.attn[layer - 1, head - 1, d.row, : d.K]
+    if ex.has_head:
+        values["class_map"] = class_map(model, ex, d.o.method)
+    return {k: v.float().cpu() for k, v in values.items()}
 
 
 def explore_summary(model: LoadedViT, ex: Explanation, o: Options) -> str:

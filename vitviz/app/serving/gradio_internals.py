@@ -13,7 +13,10 @@ upgrade that changes one fails there rather than quietly in a visitor's reply.
   straight into it (widgets);
 - the folder of uploads, the app's allowed folders, and Gradio's own test of a path being inside a folder;
 - the order of Gradio's static paths (`serve_first`: the served pictures' folder checked first);
-- the text of gradio_client's refusal of an unknown keyword (`UNKNOWN_KEYWORD`), turned into a sentence.
+- the text of gradio_client's refusal of an unknown keyword (`UNKNOWN_KEYWORD`), turned into a sentence;
+- which endpoints Gradio's MCP server lists as tools (`tools_only`: the others are marked as no tool), the
+  folder it writes an agent's inline image to (`prepare_mcp`), and a refusal's text as the sentence itself
+  (`Sentence`, raised by `HookedBlocks.process_api`), which is what an MCP client reads.
 
 Public mechanisms are used wherever Gradio has one: `gr.set_static_paths` (the served pictures, then put first),
 `app_kwargs` (the API's own refusals), `gr.State(delete_callback=...)`, `demo.unload`, `delete_cache`.
@@ -74,6 +77,51 @@ class HookedBlocks(gr.Blocks):
     async def postprocess_data(self, block_fn: BlockFunction, predictions: list | dict, state: object) -> list:
         await self.before_reply(block_fn, predictions)
         return await super().postprocess_data(block_fn, predictions, state)
+
+    async def process_api(self, *args, **kwargs) -> dict:
+        """An event's refusal raised as a `Sentence`: Gradio's error writes its message's repr where a caller
+        reads the error as text (an MCP client's result), a Sentence the message itself."""
+        try:
+            return await super().process_api(*args, **kwargs)
+        except Sentence:
+            raise
+        except gr.Error as e:
+            raise Sentence(e.message, duration=e.duration, visible=e.visible, title=e.title) from None
+
+
+class Sentence(gr.Error):
+    """A gr.Error whose text is its message, as written."""
+
+    def __str__(self) -> str:
+        return str(self.message)
+
+
+def prepare_mcp() -> None:
+    """Where Gradio's MCP server writes an image an agent sends inline (a data URL): the folder of uploads, with
+    every other upload (checked, bounded and deleted with them), instead of the folder it read at import. Its
+    warning about endpoints with a State input is not said: those are the page's, which are no tools."""
+    import warnings
+
+    import gradio.mcp
+
+    gradio.mcp.DEFAULT_TEMP_DIR = get_upload_folder()
+    warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input")
+
+
+def tools_only(blocks: gr.Blocks, tools: set[Callable]) -> None:
+    """Let Gradio's MCP server list as tools the endpoints of `tools` alone: it lists every endpoint of the API
+    whose function is unmarked or marked "tool" (as gr.mcp.tool marks one), so the others' functions are marked
+    otherwise; they stay in the API."""
+    for block_fn in blocks.fns.values():
+        if block_fn.api_name and block_fn.fn is not None and block_fn.fn not in tools:
+            block_fn.fn._mcp_type = "api"
+
+
+def mcp_tool_names(blocks: gr.Blocks) -> dict[str, str]:
+    """{tool name: endpoint} as Gradio's MCP server names this app's tools (None-free once it is launched with
+    MCP; {} otherwise)."""
+    server = getattr(blocks, "mcp_server_obj", None)
+    return dict(server.tool_to_endpoint) if server is not None else {}
 
 
 def event_fn(block_fn: BlockFunction) -> Callable:

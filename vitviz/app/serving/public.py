@@ -107,6 +107,8 @@ def outside_uploads(block_fn: BlockFunction, inputs: list, readable: list[str]) 
             continue
         for item in value if isinstance(value, list) else [value]:
             path = item.get("path") if isinstance(item, dict) else None
+            if isinstance(path, str) and path.startswith(("http://", "https://")):
+                continue  # a URL: Gradio fetches it into its cache (guarded against local addresses) before use
             if isinstance(path, str) and not any(internals.inside(os.path.realpath(path), r) for r in roots):
                 return (
                     f"{_endpoint(block_fn)}: '{name}' must be a file uploaded to this app (with gradio_client: "

@@ -21,13 +21,16 @@ from vitviz.app.serving.limits import map_cost_note
 from vitviz.app.state import Visitor, visitor
 from vitviz.app.widgets import help_line, pic
 from vitviz.explain.methods import METHODS, RANDOM
+from vitviz.models.loaded import LoadedViT
 from vitviz.pictures import removal
 
 OUTPUTS = ("picture", "top5", "curves", "maps", "summary")
 RANKINGS = list(METHODS) + [RANDOM]
 
 
-def _study(image: ImagePayload, model_key: str, v, words: tuple = (None, None)):
+def study_for(
+    image: ImagePayload, model_key: str, v: Visitor, words: tuple = (None, None)
+) -> tuple[LoadedViT, removal.Study, str]:
     """(model, Study, the sentence saying why there are no curves, or ""); `words`: a CLIP or SigLIP model's
     labels and prompt."""
     model = in_words(resolve_model(model_key, v), *words)
@@ -59,7 +62,7 @@ def view(
     (a click hides a patch, or shows one of the top k again); `toggle`: a patch clicked now."""
     with ACTIVITY:
         v = visitor(state)
-        model, s, why = _study(image, model_key, v, (labels, template))
+        model, s, why = study_for(image, model_key, v, (labels, template))
         P = model.card.config.num_patches
         method = choice(method, "The ranking", RANKINGS, default="LeGrad")
         if method not in s.maps:
