@@ -2,7 +2,8 @@
 # Everything that needs a GPU, in under 10 minutes of one, every figure in one file:
 #   1. training and inference throughput against the tutorial's code on the same GPU (target 10x), with the
 #      matmul peak in bf16 and fp32 and the fraction vitviz reaches (printed by throughput.py);
-#   2. time to accuracy of the default GPU quick run at 60 s and 120 s (targets 85% and 90%), with data.
+#   2. time to accuracy of the default GPU quick run at 60 s and 120 s (targets 85% and 90%), with data;
+#   3. `vitviz faithfulness` on 2,000 CIFAR-10 test images, sharded over every GPU by torchrun (NCCL), with data.
 #
 #     bash benchmarks/gpu.sh [--data FILE_OR_FOLDER] [--synthetic] [results-file]
 #
@@ -52,5 +53,10 @@ fi
     timeout 200 python3 benchmarks/throughput.py --device cuda --steps 50 --rounds 4 --warmup 20 --infer-images 10000
     echo "## time to accuracy, default GPU quick run"
     timeout 330 python3 benchmarks/time_to_accuracy.py --device cuda --budgets 60 120
+    echo "## faithfulness, 2000 CIFAR-10 test images, every map, $(nvidia-smi -L | wc -l) GPU(s)"
+    start=$(date +%s)
+    timeout 240 torchrun --nproc_per_node "$(nvidia-smi -L | wc -l)" -m vitviz faithfulness --model cifar10 \
+      --dataset cifar10 --images 2000 --batch 250 --out "$(dirname "$out")/faithfulness-gpu" || echo "(stopped: see above)"
+    echo "faithfulness: $(( $(date +%s) - start )) s, start-up included"
   fi
 } 2>&1 | tee -a "$out"

@@ -13,13 +13,15 @@ COMMANDS = {  # subcommand -> (the module whose main() runs it, what it does)
     "app": ("vitviz.app.serve", "serve the app in a browser (127.0.0.1:7860)"),
     "train": ("vitviz.training.command", "train a ViT on CIFAR-10 or MNIST and save a checkpoint"),
     "evaluate": ("vitviz.evaluate", "a checkpoint's test (or validation) accuracy"),
+    "explain": ("vitviz.explaining", "the maps of images or folders as PNG, .npy and JSON"),
+    "faithfulness": ("vitviz.faithfulness", "how faithful each map is over many images (torchrun shards it)"),
     "average": ("vitviz.training.average", "the mean of several checkpoints' weights"),
     "space": ("vitviz.space", "write (and push) a Hugging Face Space folder"),
 }
 
 
 def usage() -> str:
-    rows = "\n".join(f"  {name:<9} {about}" for name, (_, about) in COMMANDS.items())
+    rows = "\n".join(f"  {name:<13} {about}" for name, (_, about) in COMMANDS.items())
     return f"usage: vitviz COMMAND [options]\n\ncommands:\n{rows}\n\n`vitviz COMMAND --help` says more about each."
 
 

@@ -21,6 +21,7 @@ import torch
 from vitviz.explain import interpret
 from vitviz.models.loaded import LoadedViT, eval_mode
 from vitviz.models.vit import ViTConfig, cost
+from vitviz.runtime.device import Precision
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,11 @@ DEFAULT_CLASS_MAP = CLASS_MAPS[0]  # the one shown first, wherever a class map i
 RANDOM = "random order"  # the baseline every deletion curve is drawn against
 
 
-def relevance(model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tensor | int | None = None) -> torch.Tensor:
-    """(B, P) values of `method` for the images `x` and class `target` (None: the predicted class)."""
+def relevance(
+    model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tensor | int | None = None, bf16: bool | None = None
+) -> torch.Tensor:
+    """(B, P) values of `method` for the images `x` and class `target` (None: the predicted class); `bf16`: the
+    precision of occlusion's forward passes (None: the one measured faster here; interpret.occlusion)."""
     interpret.record(model)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
@@ -95,7 +99,7 @@ def relevance(model: LoadedViT, x: torch.Tensor, method: str, target: torch.Tens
     if method == "LeGrad":
         return interpret.legrad(model, x, target)
     if method == "occlusion":
-        return interpret.occlusion(model, x, target)
+        return interpret.occlusion(model, x, target, bf16=bf16)
     with torch.no_grad():
         out = interpret.intermediates(model, x)
     attn, pool = torch.stack(out["attn"], 1).float(), out.get("pool")
@@ -139,9 +143,10 @@ def curves(
     steps: int = 16,
     insertion: bool = False,
     batch_size: int = 512,
+    precision: Precision | None = None,
 ) -> torch.Tensor:
     """(B, steps + 1) probability of `target` (B,) as the patches are hidden (or, `insertion`, revealed)
-    most relevant first, after 0, 1/steps, ..., all of them."""
+    most relevant first, after 0, 1/steps, ..., all of them; the forward passes in `precision` (None: fp32)."""
     B, P = relevance.shape
     r = ranks(relevance)
     counts = [round(k * P / steps) for k in range(steps + 1)]
@@ -149,7 +154,7 @@ def curves(
     hidden = ~chosen if insertion else chosen
     xs = x[:, None].expand(B, len(counts), *x.shape[1:]).reshape(-1, *x.shape[1:])
     masked = hide(model, xs, hidden.reshape(-1, P))
-    with eval_mode(model):
+    with eval_mode(model), (precision or Precision(x.device, amp=False))():
         probs = torch.cat(
             [model.probabilities(model(masked[i : i + batch_size]).float()) for i in range(0, len(masked), batch_size)]
         )

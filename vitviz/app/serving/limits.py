@@ -18,6 +18,8 @@ change it without a restart); the README lists them all.
     VITVIZ_MODEL_CACHE        8     models whose Model-tab summary is kept
     VITVIZ_TYPED_MODELS       2     timm or Hub models typed by name kept loaded besides the menu's
     VITVIZ_MAX_MAP_GFLOP      100   the most compute one occlusion map or one image's deletion curves may take
+    VITVIZ_TOOL_SLOTS         4     MCP tool calls answered at once (vitviz.app.serving.calls)
+    VITVIZ_TOOL_WAIT_S        60    seconds a tool call waits for a slot before it is told to come back
 
 The size of a model someone names, VITVIZ_MAX_MODEL_PARAMS (200 million), is read where models are
 loaded: vitviz.models.bound; the labels in one list for CLIP or SigLIP, VITVIZ_MAX_LABELS (50), where labels
