@@ -323,3 +323,15 @@ def test_a_link_whose_upload_is_gone_says_so_until_the_visitor_acts(browser):
         assert "Your image" not in pg.locator("body").inner_text()
     finally:
         pg.close()
+
+
+def test_typing_in_the_class_menu_filters_it_rather_than_adding_to_its_text(page):
+    page.get_by_role("tab", name="Explore").click()
+    box = page.locator("#target input").first
+    box.click()
+    page.keyboard.type("cat")
+    assert box.input_value() == "cat"  # the text it held was replaced, not added to
+    options = page.locator("ul[role=listbox] li")
+    page.wait_for_function("() => document.querySelectorAll('ul[role=listbox] li').length > 0", timeout=5_000)
+    assert [t.strip() for t in options.all_inner_texts()] == ["cat"]  # the ten classes filtered to the one typed
+    page.keyboard.press("Escape")

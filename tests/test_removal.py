@@ -57,6 +57,25 @@ def test_the_curves_are_the_maps_own_deletion_curves():
     assert set(s.auc) == set(methods.METHODS) | {methods.RANDOM}
 
 
+@pytest.mark.parametrize("large", [False, True])
+def test_the_curves_legend_sits_inside_its_figure_clear_of_the_axis_words(large):
+    from vitviz.pictures import figures
+    from vitviz.pictures.style import Style, drawn_with
+
+    v = Visitor()
+    removal_tab.view(EXAMPLE, "cifar10", "LeGrad", 0, state=v)
+    with drawn_with(Style.of(large=large)):
+        fig = removal.curves_figure(v.removal.result, "a long class name", 0.2, 0.3)
+        figures.figure_to_array(fig)  # laid out and drawn at this text size
+    renderer = fig.canvas.get_renderer()
+    whole = fig.bbox
+    legend = fig.legends[0].get_window_extent(renderer)
+    ax = fig.axes[0]
+    assert whole.x0 <= legend.x0 and legend.x1 <= whole.x1 and whole.y0 <= legend.y0 and legend.y1 <= whole.y1
+    for text in (ax.xaxis.label, ax.title, *ax.get_xticklabels()):
+        assert not legend.overlaps(text.get_window_extent(renderer)), text.get_text()
+
+
 def test_bad_input_to_the_tab_gets_a_sentence():
     with pytest.raises(gr.Error, match="The ranking must be one of"):
         removal_tab.removal_api(EXAMPLE, "cifar10", "saliency", 3)

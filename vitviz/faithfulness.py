@@ -163,7 +163,7 @@ def run_batches(
     n = len(images)
     mine = list(range(rank, (n + a.batch - 1) // a.batch, world))
     done = {}
-    bar = _bar(len(mine) * a.batch, rank == 0)
+    bar = _bar(sum(min(n, (b + 1) * a.batch) - b * a.batch for b in mine), rank == 0)
     for b in mine:
         path = Path(a.out) / "batches" / f"{b:06d}.pt"
         ids = list(range(b * a.batch, min(n, (b + 1) * a.batch)))

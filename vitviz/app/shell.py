@@ -97,6 +97,14 @@ LARGE_TYPE_JS = (
 )  # inside .contain: Gradio scopes the CSS there
 
 
+# a class menu's text selected when it is clicked: what the visitor types replaces it and filters the classes
+# (Gradio's menu would otherwise insert the typing into "predicted class")
+TYPING_FILTERS_JS = (
+    "() => { document.addEventListener('focusin', (e) => { const t = e.target; "
+    "if (t.matches && t.matches('#target input, #compare-target input')) t.select(); }); }"
+)
+
+
 def build_demo() -> gr.Blocks:
     scratch.prune_all()  # what an earlier run of the app left
     gradio_files.own_folder()  # Gradio's files of this process in a folder of its own, before any component
@@ -198,6 +206,7 @@ def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -
     )  # a refused file: a sentence beside it, the menu untouched
     _open(demo, shell, head, ex, model_view, explain_event)
     demo.load(None, head["large"], None, js=LARGE_TYPE_JS)
+    demo.load(None, None, None, js=TYPING_FILTERS_JS)
     phone = f"() => (window.innerWidth <= {PHONE_PX} ? window.innerWidth : null)"  # a wide screen changes nothing
     demo.load(None, None, width, js=phone)
     demo.unload(release_session)

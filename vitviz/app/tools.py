@@ -130,13 +130,14 @@ def explain(
         from the top left); "explains" (the class the map is for); "predicted".
     """
     method = choice(method, "The method", EXPLAIN_METHODS, default="gradient rollout")
+    class_map = method if method in CLASS_MAPS else CLASS_MAPS[0]  # the view's class map (rollout: its default)
     with SLOTS.taken():
         view, _, ex, v = explore_view(
             image,
             model,
             target=target or PREDICTED,
             patch=token,
-            method=method if method != ROLLOUT else CLASS_MAPS[0],
+            method=class_map,
             labels=labels or None,
             template=template or None,
         )
@@ -144,7 +145,7 @@ def explain(
         m = in_words(m, labels or None, template or None)
         if method != ROLLOUT and not ex.has_head:
             raise gr.Error(_no_classifier(m.card.title, "explains no class"))
-        o = explore_pictures.Options(token=selected_token(token, m.layout), method=view_method(method))
+        o = explore_pictures.Options(token=selected_token(token, m.layout), method=class_map)
         values = explore_pictures.drawn_values(m, ex, o)["class_map" if method != ROLLOUT else "rollout"]
         picture = view.class_map if method != ROLLOUT else view.rollout
         about = METHODS[method].about.replace("{reader}", m.layout.reader)
@@ -162,10 +163,6 @@ def explain(
         if method == ROLLOUT:
             numbers["from_token"] = o.token.name
         return picture, _numbers(numbers)
-
-
-def view_method(method: str) -> str:
-    return method if method in CLASS_MAPS else CLASS_MAPS[0]
 
 
 def attention(

@@ -190,7 +190,9 @@ class _Drawer:
 
     def rollout(self) -> np.ndarray:
         return self._own(
-            self._token_row(self.rolled()[-1]), "rolled-out attention" + self.own, f"Attention rollout from {self.who}"
+            self._token_row(self.rolled()[-1]),
+            "attention rolled through every layer" + self.own,
+            f"Attention rollout from {self.who}",
         )
 
     def class_map(self) -> np.ndarray:
@@ -227,7 +229,7 @@ class _Drawer:
             if self.K == 1
             else f"CLS and the {self.K - 1} other token{'s' if self.K > 2 else ''} before the patches"
         )
-        share = f" ({names} {'takes' if self.K == 1 else 'take'} {100 * to_prefix:.0f}% of it)" if self.K else ""
+        share = f" ({100 * to_prefix:.0f}% of this attention goes to {names})" if self.K else ""
         return panel(
             self._outline(pic),
             f"Layer {layer}, head {head}: attention from {self.who}{share}",
@@ -238,7 +240,9 @@ class _Drawer:
         maps, scale = scale_tiles(self._token_row(self.rolled()).view(self.L, self.g, self.g), self.o.shared)
         size = max(64, min(112, 720 // self.L))
         strip = draw.layer_strip(self.ex.pixels, maps, tile_size=size, alpha=self.o.alpha, mode=self.mode)
-        scale = Scale("rolled-out attention" + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative)
+        scale = Scale(
+            "attention rolled through every layer" + self.own, scale.lo, scale.hi, scale.shared, relative=scale.relative
+        )
         return panel(strip, f"Rollout from {self.who}, up to each layer", scale)
 
     def lens(self) -> np.ndarray:

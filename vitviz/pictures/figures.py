@@ -24,7 +24,8 @@ def figure_to_array(fig: Figure) -> np.ndarray:
     scale = current().text
     if scale != 1.0:
         _enlarge_text(fig, scale)
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:  # a constrained layout lays the larger text out itself when drawn
+            fig.tight_layout()
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()

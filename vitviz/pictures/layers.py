@@ -29,7 +29,7 @@ def lens_panel(classes: tuple[str, ...] | list[str], lens: torch.Tensor) -> np.n
     grid = draw.lens_grid(lens[:, keep], [f"after block {i + 1}" for i in range(L)], [classes[i] for i in keep])
     return panel(
         grid,
-        f"Logit lens: the prediction after each block (final from block {locks_in(lens)} on)",
+        f"Logit lens: the prediction after each block (the final answer from block {locks_in(lens)} on)",
         Scale("probability", 0.0, 1.0, "one scale for all cells", cmap="viridis"),
     )
 
@@ -80,5 +80,5 @@ def norms_panel(pixels: np.ndarray, norms: torch.Tensor, g: int, L: int, alpha: 
         strip,
         f"Token norms after each block: {norm_sentence(found)}"
         + (f". CLS: {float(cls.min()):.3g} to {float(cls.max()):.3g}{extra}" if cls is not None else ""),
-        Scale("L2 norm of each patch token", lo, hi, "one scale for all tiles"),
+        Scale("length (L2 norm) of each patch token", lo, hi, "one scale for all tiles"),
     )

@@ -31,6 +31,7 @@ from vitviz.pictures.explanation import top_k
 from vitviz.pictures.explore import scale_tiles
 from vitviz.pictures.input_view import main_size
 from vitviz.pictures.panels import Scale, message_panel, panel
+from vitviz.pictures.style import current
 
 STEPS = 16  # points of a deletion curve past the first
 
@@ -145,30 +146,35 @@ def hidden_picture(pixels: np.ndarray, card: ModelCard, hidden: set[int]) -> np.
 
 
 def curves_picture(s: Study, cls: str, fraction: float, now: float) -> np.ndarray:
-    fig = Figure(figsize=(5.6, 4.6), dpi=100)
+    return figures.figure_to_array(curves_figure(s, cls, fraction, now))
+
+
+def curves_figure(s: Study, cls: str, fraction: float, now: float) -> Figure:
+    """The deletion curves, the visitor's patches a point on them; the legend under the axes, inside the figure
+    at any text size (one column, and a taller figure, in Large type)."""
+    large = current().text > 1
+    fig = Figure(figsize=(5.6, 6.4 if large else 4.8), dpi=100, layout="constrained")
     ax = fig.subplots()
     xs = np.linspace(0, 1, STEPS + 1)
     colour = {name: f"C{i}" for i, name in enumerate(methods.METHODS)}  # a method keeps its colour from image to image
     for name, c in sorted(s.curves.items(), key=lambda kv: s.auc[kv[0]]):  # the legend from best to worst
         style = dict(color="#999999", ls="--") if name == methods.RANDOM else dict(color=colour[name])
-        ax.plot(xs, 100 * c.numpy(), lw=1.8, label=f"{name}: AUC {s.auc[name]:.3f}", **style)
+        ax.plot(xs, 100 * c.numpy(), lw=1.8, label=f"{name}: area {s.auc[name]:.3f}", **style)
     ax.plot([fraction], [100 * now], "o", ms=9, mfc="none", mec="black", mew=2, label="your patches")
     ax.set_xlabel("fraction of patches hidden, most relevant first")
     ax.set_ylabel(f"probability of '{cls}' (%)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
-    ax.legend(
+    fig.legend(
         fontsize=8,
         title="lower area: the map found what matters",
         title_fontsize=8,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.17),
-        ncol=2,
+        loc="outside lower center",
+        ncol=1 if large else 2,
     )
     ax.set_title(f"Deletion curves for '{cls}' on this image", fontsize=10)
-    fig.tight_layout()
-    return figures.figure_to_array(fig)
+    return fig
 
 
 def maps_picture(s: Study, cfg: ViTConfig) -> np.ndarray:
@@ -186,6 +192,7 @@ def maps_picture(s: Study, cfg: ViTConfig) -> np.ndarray:
     strip = draw.tile([list(tiles)], col_labels=[f"{n}: {s.auc[n]:.3f}" for n in names])
     return panel(
         strip,
-        f"Every map for this image; above each, its deletion AUC (random order: {s.auc[methods.RANDOM]:.3f})",
+        f"Every map for this image; above each, the area under its deletion curve, lower is better (random order: "
+        f"{s.auc[methods.RANDOM]:.3f})",
         Scale("each map's own values", 0.0, 1.0, "each tile its own range", relative=True),
     )

@@ -39,7 +39,7 @@ def render_snapshot(
     probes = panel(
         draw.tile([tiles], col_labels=labels, col_colors=colors),
         "Rollout from CLS on fixed images, with the prediction (green: right, red: wrong)",
-        Scale("rolled-out attention", 0, 1, "each image its own range", relative=True),
+        Scale("attention rolled through every layer", 0, 1, "each image its own range", relative=True),
     )
     sim = interpret.pos_embed_similarity(r)
     pos = draw.pos_similarity_tiles(sim, tile_size=max(14, min(28, 240 // g)))

@@ -190,7 +190,9 @@ def _block(model: LoadedViT, w: Walk, block: int, row: int, stand_in: bool = Fal
         w.pixels, n, S, cmap="magma", alpha=0.8, mode="nearest", vmin=float(n.min()), vmax=float(n.max())
     )
     title2 = f"Token norms after block {block}" + (f" ({layout.prefix[0]}: {float(norms[0]):.1f})" if K else "")
-    pic = panel(pic, title2, Scale("L2 norm of each patch token", float(n.min()), float(n.max()), cmap="magma"))
+    pic = panel(
+        pic, title2, Scale("length (L2 norm) of each patch token", float(n.min()), float(n.max()), cmap="magma")
+    )
     return _side(
         (heads, spots.under_title(head_spots, title, strip.shape[1], strip.shape[1])),
         (pic, spots.under_title([spots.grid(0, 0, S, g, K)], title2, S, S)),

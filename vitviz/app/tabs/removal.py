@@ -164,7 +164,8 @@ HELP = {
     "curves": "Each map's patches hidden most relevant first: the faster the class's probability falls, the "
     "better the map found what the model uses (a lower area under the curve). The dashed line hides "
     "them in a random order; the circle is your own choice of patches.",
-    "maps": "Every map vitviz draws, for the class predicted on the whole image, with its deletion AUC.",
+    "maps": "Every map vitviz draws, for the class predicted on the whole image, with the area under its deletion "
+    "curve (the AUC: the lower, the faster the class fell as the map's patches went).",
 }
 
 
