@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SHOTS, image_src, open_page, wait_change
+from helpers import SHOTS, image_src, open_page, settled, wait_change
 from PIL import Image
 
 from vitviz.data import gallery
@@ -222,14 +222,23 @@ def test_a_link_reopens_the_same_view(browser):
         )
         url = pg.locator("#link-url input").first.input_value()
         assert url.startswith("http://127.0.0.1")  # the whole address, ready to hand out
-        other = browser[0].new_page(viewport={"width": 1280, "height": 720})
-        other.goto(url)
-        wait_change(other, "rollout", None)
-        other.wait_for_function("() => /patch 21/.test(document.querySelector('#summary').innerText)", timeout=30_000)
-        assert value(other, "target") == "cat" and other.locator("#layer input[type=number]").first.input_value() == "3"
-        shown = other.locator("#examples .thumbnail-item.selected img").first.get_attribute("src")
-        assert Path(gallery.items("cifar10")[7][0]).name in shown  # the same example
-        other.close()
+        for _ in range(2):  # a fresh browser each time: every request its opening makes is answered
+            fresh = browser[0].new_context(viewport={"width": 1280, "height": 720})
+            other = fresh.new_page()
+            refused = []
+            other.on("response", lambda r, refused=refused: refused.append((r.status, r.url)) if r.status >= 400 else 0)
+            other.goto(url)
+            wait_change(other, "rollout", None)
+            summary = "() => /patch 21/.test(document.querySelector('#summary').innerText)"
+            other.wait_for_function(summary, timeout=30_000)
+            assert value(other, "target") == "cat"
+            assert other.locator("#layer input[type=number]").first.input_value() == "3"
+            shown = other.locator("#examples .thumbnail-item.selected img").first.get_attribute("src")
+            assert Path(gallery.items("cifar10")[7][0]).name in shown  # the same example
+            settled(other, "sees", "rollout", "class-map", "head-large", "heads", timeout=60_000)
+            other.wait_for_timeout(1500)
+            assert not refused, refused
+            fresh.close()
     finally:
         pg.close()
 
