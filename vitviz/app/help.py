@@ -12,7 +12,8 @@ HELP = {
     "**tile beside the grid** for a token before the patches: **CLS** (the class token, whose output is "
     "classified), and where a model has them its distillation token (dist) or registers (reg).",
     "rollout": "Where the selected token's information comes from, attention multiplied through every layer "
-    "(Abnar & Zuidema, 2020). Brighter: more.",
+    "(Abnar & Zuidema, 2020). Brighter: more. *Discard weakest*: the share of each layer's weakest attention "
+    "weights dropped before multiplying (0: none).",
     "class_map": "Which patches matter for the named class, by the chosen method. "
     + " ".join(f"**{m}**: {METHODS[m].about}" for m in CLASS_MAPS)
     + " The *Take patches away* tab tests them.",

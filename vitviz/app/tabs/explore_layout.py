@@ -44,15 +44,7 @@ def build() -> dict:
         with gr.Column(scale=4, min_width=240):
             c["rollout"] = pic("Attention rollout", "rollout")
             c["fusion"] = gr.Radio(FUSIONS, value="mean", label="Heads combined by", elem_id="fusion")
-            c["discard"] = gr.Slider(
-                0.0,
-                0.99,
-                value=0.0,
-                step=0.05,
-                label="Discard weakest",
-                elem_id="discard",
-                info="the share of each layer's weakest attention weights dropped before rolling out (0: none)",
-            )
+            c["discard"] = gr.Slider(0.0, 0.99, value=0.0, step=0.05, label="Discard weakest", elem_id="discard")
             help_line(HELP["rollout"])
         with gr.Column(scale=6, min_width=300):  # wider: its two menus side by side, names whole
             c["class_map"] = pic("Class map", "class-map")
