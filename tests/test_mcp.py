@@ -229,3 +229,16 @@ def test_no_mcp_serves_the_api_without_an_mcp_route(tmp_path):
     finally:
         server.terminate()
         server.wait(30)
+
+
+def test_another_app_in_the_same_process_starts_after_one_with_mcp(app):
+    from vitviz.app.serving.public import APP_KWARGS
+
+    assert "lifespan" not in APP_KWARGS  # Gradio writes the MCP server's lifespan into a copy, never into ours
+    demo = build_demo()
+    _, url, _ = launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        assert httpx.get(f"{url}gradio_api/info", timeout=30).status_code == 200
+        assert httpx.post(f"{url}gradio_api/mcp/", json={}, timeout=10).status_code == 404  # MCP only where asked
+    finally:
+        demo.close()

@@ -292,5 +292,5 @@ def launch(demo: gr.Blocks | None = None, **kw) -> tuple:
     kw.setdefault("show_error", True)
     kw.setdefault("css", CSS)
     kw.setdefault("max_file_size", limits.upload_limit())
-    kw.setdefault("app_kwargs", APP_KWARGS)
+    kw.setdefault("app_kwargs", dict(APP_KWARGS))  # a copy: Gradio writes its MCP lifespan into the one it gets
     return demo.launch(**kw)
