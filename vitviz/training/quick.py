@@ -45,11 +45,12 @@ def data_note() -> str:
     from vitviz.data.datasets import DataUnavailable, find_source
 
     try:
-        src = find_source("cifar10") or find_source("mnist")
+        here = [name for name in ("cifar10", "mnist") if find_source(name)]
     except DataUnavailable as e:
         return f"**Training data problem:** {e}. The rest of the app works."
-    if src is not None:  # where on the server is nobody's business but the operator's
-        return "Training data: a copy on this machine (the operator sets VITVIZ_DATA)."
+    if here:  # where on the server is nobody's business but the operator's
+        shown = {"cifar10": "CIFAR-10", "mnist": "MNIST"}
+        return f"Training data: {' and '.join(shown[n] for n in here)}, already on this machine (no download)."
     return (
         "Training data: downloaded by torchvision on the first run (needs internet); without it, set "
         "VITVIZ_DATA to a folder or zip of CIFAR-10 / MNIST. The rest of the app works either way."
