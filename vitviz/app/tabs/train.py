@@ -312,6 +312,11 @@ def build() -> dict:
         with gr.Column(scale=2):
             c["status"] = gr.Markdown("Press **Train** to start.", elem_id="train-status")
             c["progress"] = gr.HTML(progress_html(0.0))
+            help_line(
+                "**fp32, bf16**: the numbers the model computes with, 32 or 16 bits each. A processor built for "
+                "bf16 (its *bf16 units*) runs it several times faster, at about the same accuracy; vitviz times "
+                "both and uses the faster."
+            )
             c["curves"] = pic("Loss and accuracy", "curves", show_label=True, value=run_pictures.empty_curves())
             help_line(
                 "Grey: the training loss of each step. Orange dots: a small held-out sample every "
