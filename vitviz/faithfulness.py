@@ -93,7 +93,10 @@ class Images:
         pictures = []
         for i in ids:
             if self.split is None:
-                im = open_image(str(self.root / self.names[i]))
+                try:
+                    im = open_image(str(self.root / self.names[i]))
+                except (OSError, ValueError) as e:
+                    raise ValueError(f"{self.names[i]} could not be read ({e}): move it out of the folder") from None
             else:
                 arr = self.split.x[self.order[i]].permute(1, 2, 0).numpy()
                 im = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr)
@@ -286,7 +289,11 @@ def _run(a: argparse.Namespace, rank: int, world: int, device: str) -> int:
         if not (Path(a.out) / "settings.json").exists():
             return 1
     precision = precision_of(a, model, images, world)
-    batches = run_batches(a, model, images, rank, world, precision)
+    try:
+        batches = run_batches(a, model, images, rank, world, precision)
+    except ValueError as e:  # an image that cannot be read (torchrun then stops the other ranks)
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     if world > 1:
         import torch.distributed as dist
 
