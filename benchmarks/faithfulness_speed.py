@@ -2,8 +2,8 @@
 
     python benchmarks/faithfulness_speed.py [--images 64] [--shard-images 256] [--checkpoint cifar10]
 
-1. Today's loop: one image at a time, each map and its curves through the model with the defaults the app's
-   per-image study uses (vitviz.explain.methods: forward chunks of 512, fp32), the same four scores.
+1. Today's loop: one image at a time, as the app's per-image study does it (vitviz.pictures.removal.study: each
+   map by methods.relevance, each curve by methods.curves, fp32 in chunks of 512), for the same four scores.
 2. `vitviz faithfulness`'s engine: a batch of 32 images, every perturbation step of the whole batch through the
    model together, in chunks that suit the device, in the precision measured faster here.
    Printed: seconds per image of each, and their ratio (the same images, the same maps, in turns, one process).
@@ -28,6 +28,7 @@ from testset import model_and_sample, parser  # noqa: E402
 
 from vitviz.data.datasets import normalize  # noqa: E402
 from vitviz.explain import faithfulness as faith  # noqa: E402
+from vitviz.explain import methods  # noqa: E402
 from vitviz.explain.interpret import inference_precision  # noqa: E402
 from vitviz.explain.methods import METHODS, RANDOM  # noqa: E402
 from vitviz.runtime.device import Precision  # noqa: E402
@@ -43,10 +44,21 @@ def engine(model, x, maps, precision) -> float:
 
 
 def today(model, x, maps) -> float:
+    """Today's per-image path (vitviz.pictures.removal.study's): each map as methods.relevance makes it (occlusion
+    in the precision it measures), each curve through methods.curves (fp32, chunks of 512); Chefer's perturbation
+    the same way, for the same four scores."""
     fp32 = Precision(x.device, amp=False)
     t = time.perf_counter()
     for i in range(len(x)):
-        faith.score(model, x[i : i + 1], maps, [i], batch_size=512, precision=fp32)
+        one = x[i : i + 1]
+        with torch.no_grad():
+            pred = model(one).float().argmax(1)
+        for name in maps:
+            rel = faith.random_maps(one.shape[0], [i]) if name == RANDOM else methods.relevance(model, one, name, pred)
+            for insertion in (False, True):
+                methods.auc(methods.curves(model, one, rel.float(), pred, 16, insertion=insertion))
+            for r in (rel, -rel):
+                faith.area(faith.perturbation(model, one, r.float(), pred, 512, fp32))
     return (time.perf_counter() - t) / len(x)
 
 

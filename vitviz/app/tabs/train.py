@@ -260,6 +260,12 @@ if ZERO_GPU:  # the run (only the run: its data is loaded before, in this proces
 # ---------------------------------------------------------------- layout and wiring
 
 
+PRECISION_WORDS = (
+    "**fp32, bf16**: the numbers the model computes with, 32 or 16 bits each. A processor built for bf16 (its "
+    "*bf16 units*) runs it several times faster, at about the same accuracy; vitviz times both and uses the faster."
+)
+
+
 def build() -> dict:
     q = default_run()
     tiny = make_config(q["preset"])
@@ -312,11 +318,7 @@ def build() -> dict:
         with gr.Column(scale=2):
             c["status"] = gr.Markdown("Press **Train** to start.", elem_id="train-status")
             c["progress"] = gr.HTML(progress_html(0.0))
-            help_line(
-                "**fp32, bf16**: the numbers the model computes with, 32 or 16 bits each. A processor built for "
-                "bf16 (its *bf16 units*) runs it several times faster, at about the same accuracy; vitviz times "
-                "both and uses the faster."
-            )
+            help_line(PRECISION_WORDS)
             c["curves"] = pic("Loss and accuracy", "curves", show_label=True, value=run_pictures.empty_curves())
             help_line(
                 "Grey: the training loss of each step. Orange dots: a small held-out sample every "
