@@ -47,14 +47,14 @@ def today(model, x, maps) -> float:
     """Today's per-image path (vitviz.pictures.removal.study's): each map as methods.relevance makes it (occlusion
     in the precision it measures), each curve through methods.curves (fp32, chunks of 512); Chefer's perturbation
     the same way, for the same four scores."""
-    fp32 = Precision(x.device, amp=False)
+    fp32, P = Precision(x.device, amp=False), model.card.config.num_patches
     t = time.perf_counter()
     for i in range(len(x)):
         one = x[i : i + 1]
         with torch.no_grad():
             pred = model(one).float().argmax(1)
         for name in maps:
-            rel = faith.random_maps(one.shape[0], [i]) if name == RANDOM else methods.relevance(model, one, name, pred)
+            rel = faith.random_maps(P, [i]) if name == RANDOM else methods.relevance(model, one, name, pred)
             for insertion in (False, True):
                 methods.auc(methods.curves(model, one, rel.float(), pred, 16, insertion=insertion))
             for r in (rel, -rel):
