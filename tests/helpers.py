@@ -199,8 +199,16 @@ def counted_page(browser) -> tuple:
 
     pg = open_page(browser, 1400, 1000)
     settled(pg, "sees", "rollout", "heads", timeout=60_000)
-    pg.wait_for_timeout(1500)  # whatever the opening set off has ended
     pg.on("request", count)
+    for _ in range(40):  # whatever the opening set off has ended: no event sent for 3 s (at most 60 s)
+        seen = len(calls)
+        pg.wait_for_timeout(1500)
+        if len(calls) == seen:
+            pg.wait_for_timeout(1500)
+            if len(calls) == seen:
+                break
+    settled(pg, "sees", "rollout", "heads", "class-map", timeout=60_000)
+    calls.clear()
     return pg, calls, count
 
 
