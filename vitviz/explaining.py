@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vitviz.data.images import IMAGE_TYPES
 from vitviz.explain import interpret
 from vitviz.explain.methods import METHODS
 from vitviz.models.loaded import LoadedViT
 
-IMAGE_TYPES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 ATTENTION = ("attention rollout", "last-layer attention")  # the maps read from a token, not for a class
 
 

@@ -24,12 +24,11 @@ from pathlib import Path
 
 import torch
 
+from vitviz.data.images import IMAGE_TYPES
 from vitviz.explain import faithfulness as faith
 from vitviz.explain.methods import METHODS, RANDOM
 from vitviz.models.loaded import LoadedViT
 from vitviz.runtime.device import Precision
-
-IMAGE_TYPES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
 
 def parser() -> argparse.ArgumentParser:

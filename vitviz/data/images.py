@@ -21,6 +21,8 @@ from PIL import Image, ImageOps
 
 from vitviz.data.datasets import MAX_PIXELS, normalize
 
+IMAGE_TYPES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")  # a folder's images, by suffix
+
 
 def open_image(path_or_bytes: str | Path | bytes) -> Image.Image:
     """Open an image file with the decompression-bomb guard; raises ValueError with a readable message."""

@@ -17,18 +17,6 @@ import gradio as gr
 
 from vitviz.app.serving import limits
 
-DEFAULTS = {"VITVIZ_TOOL_SLOTS": 4, "VITVIZ_TOOL_WAIT_S": 60}
-
-
-def _own(name: str) -> float:
-    import os
-
-    try:
-        v = float(os.environ.get(name, ""))
-    except ValueError:
-        return DEFAULTS[name]
-    return v if v > 0 else DEFAULTS[name]
-
 
 class Slots:
     """The running and waiting tool calls, counted under one lock."""
@@ -41,7 +29,7 @@ class Slots:
     @contextlib.contextmanager
     def taken(self) -> Iterator[None]:
         """Hold a slot for the duration of the block; a gr.Error with the sentence when none comes in time."""
-        most, wait = int(_own("VITVIZ_TOOL_SLOTS")), _own("VITVIZ_TOOL_WAIT_S")
+        most, wait = int(limits.get("VITVIZ_TOOL_SLOTS")), limits.get("VITVIZ_TOOL_WAIT_S")
         with self._lock:
             if self.running >= most and self.waiting >= limits.queue_size():
                 raise gr.Error(busy(self.running, self.waiting))
