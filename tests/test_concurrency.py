@@ -6,6 +6,7 @@ reference for each call is the same call made alone, before the threads start; t
 pixel for pixel and the texts letter for letter.
 """
 
+import contextlib
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from PIL import Image
 
 from vitviz.app import menu
 from vitviz.app.inputs import PREDICTED
+from vitviz.app.serving import shared
 from vitviz.app.tabs import compare, explore
 from vitviz.app.tabs import model as model_tab
 from vitviz.app.tabs import removal as removal_tab
@@ -98,6 +100,18 @@ def calls(tv_key: str) -> list[tuple[str, callable]]:
     return out
 
 
+@contextlib.contextmanager
+def sharing_nothing():
+    """Inside: no result is shared between calls (vitviz.app.serving.shared keeps nothing)."""
+    bound = shared.SHARED.bound
+    shared.SHARED.bound = lambda: 0
+    shared.SHARED.clear()
+    try:
+        yield
+    finally:
+        shared.SHARED.bound = bound
+
+
 def run_all(jobs, threads: int, rounds: int, seed: int = 0) -> dict[str, list]:
     """Every job `rounds` times, in a shuffled order, on `threads` threads at once; {name: [canonical reply or
     the exception]}."""
@@ -131,7 +145,9 @@ def run_all(jobs, threads: int, rounds: int, seed: int = 0) -> dict[str, list]:
 def test_every_endpoint_answers_alone_and_in_a_crowd_the_same(small_data, shared_torchvision):
     torch.set_num_threads(2)
     jobs = calls(shared_torchvision)
-    alone = {name: canonical(fn()) for name, fn in jobs}
+    with sharing_nothing():  # each reference computed alone, nothing of another call's results used
+        alone = {name: canonical(fn()) for name, fn in jobs}
+    shared.SHARED.clear()  # the crowd computes the shared results at once, on several threads
     crowd = run_all(jobs, threads=8, rounds=2)
     errors = {n: r for n, rs in crowd.items() for r in rs if isinstance(r, Exception)}
     assert not errors, f"{len(errors)} calls failed under load, e.g. {next(iter(errors.items()))}"
@@ -271,7 +287,9 @@ def test_six_clients_through_the_running_app_get_what_one_gets_alone(small_data)
         jobs.append(("compare", "/compare", dict(image=handle_file(paths[1]), model_b="cifar10/random-head")))
         jobs.append(("export", "/export", dict(image=handle_file(paths[2]), patch=11)))
         one = Client(url, verbose=False)
-        alone = {name: canonical(one.predict(api_name=api, **kw)) for name, api, kw in jobs}
+        with sharing_nothing():
+            alone = {name: canonical(one.predict(api_name=api, **kw)) for name, api, kw in jobs}
+        shared.SHARED.clear()
         clients = [Client(url, verbose=False) for _ in range(6)]
         order = [job for job in jobs for _ in range(2)]
         random.Random(1).shuffle(order)

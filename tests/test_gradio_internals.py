@@ -2,6 +2,7 @@
 installed Gradio: an upgrade that changes one fails here."""
 
 import inspect
+import os
 
 import gradio as gr
 import httpx
@@ -72,14 +73,18 @@ def test_an_event_and_its_inputs_read_as_vitviz_reads_them(app):
         model.model_validate("a bare string", context={"validate_meta": True})
 
 
+def within(path: str, folder: str) -> bool:
+    return os.path.commonpath([os.path.realpath(path), os.path.realpath(folder)]) == os.path.realpath(folder)
+
+
 def test_the_files_gradio_tracks_are_where_vitviz_looks(app):
     demo, url, _, (_, image, _, painted) = app
     with open(EXAMPLE, "rb") as f:
         up = httpx.post(f"{url}gradio_api/upload", files={"files": ("mine.png", f, "image/png")}, timeout=30).json()[0]
     assert up in internals.upload_set(demo) and any(up in s for s in internals.tracked_sets(demo))
-    assert internals.inside(up, internals.upload_folder()) and not internals.inside("/etc/passwd", up)
+    assert within(up, internals.upload_folder())
     assert any(p.endswith(".png") for p in internals.kept_in_cache(demo))  # the page's own example, kept
-    assert internals.inside(internals.cache_folder(image), internals.upload_folder())
+    assert within(internals.cache_folder(image), internals.upload_folder())
     assert "/srv" in internals.allowed_folders(demo)
     assert painted.postprocess("paint") is not None  # the step ran before Gradio's own postprocess
 
@@ -115,3 +120,57 @@ def test_mcp_writes_an_inline_image_among_the_uploads_and_a_refusal_reads_as_its
     said = internals.Sentence("The method must be one of a, b.")
     assert isinstance(said, gr.Error) and str(said) == "The method must be one of a, b."
     assert str(gr.Error("x")) != "x"  # why: Gradio's own error reads as its message's repr
+
+
+def raw_reply(url: str, api: str, data: list) -> list:
+    """An endpoint's outputs as Gradio sends them (its REST call: the data of the completed event)."""
+    import json
+
+    event = httpx.post(f"{url}gradio_api/call/{api}", json={"data": data}, timeout=30).json()["event_id"]
+    with httpx.stream("GET", f"{url}gradio_api/call/{api}/{event}", timeout=30) as stream:
+        lines = list(stream.iter_lines())
+    kinds = [line for line in lines if line.startswith("event:")]
+    assert kinds[-1] == "event: complete", lines
+    return json.loads(lines[lines.index(kinds[-1]) + 1][len("data:") :])
+
+
+def test_a_reply_answered_as_sent_is_what_gradios_postprocessing_sends():
+    """replying_as_sent makes an endpoint's reply on its own thread in Gradio's own form: the same JSON as the same
+    outputs through Gradio's postprocessing (a served picture by its URL, a label, Markdown), for every client."""
+    from gradio_client import Client
+
+    from vitviz.app.serving import picfiles
+
+    folder = picfiles.served() / "as-sent-test"
+    folder.mkdir(exist_ok=True)
+    picture = picfiles.write_picture(np.full((6, 6, 3), 90, np.uint8), folder / "p.jpg")
+    values = (picture, {"cat": 0.7, "dog": 0.3}, "**bold** words")
+
+    with gr.Blocks() as demo:
+        outputs = [gr.Image(), gr.Label(), gr.Markdown()]
+        plain, sent = gr.Button(), gr.Button()
+        plain.click(lambda: values, None, outputs, api_name="plain")
+        answer = internals.replying_as_sent(lambda: values, outputs, picfiles.is_served, picfiles.REPLIES.paths)
+        sent.click(answer, None, outputs, postprocess=False, api_name="sent")
+    assert internals.answerable_as_sent(outputs) and not internals.answerable_as_sent([gr.File()])
+    with pytest.raises(TypeError):
+        internals.replying_as_sent(lambda: None, [gr.File()], picfiles.is_served, picfiles.REPLIES.paths)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        assert raw_reply(url, "sent", []) == raw_reply(url, "plain", [])
+        client = Client(url, verbose=False)
+        got = client.predict(api_name="/sent")
+        assert got[1:] == client.predict(api_name="/plain")[1:] and np.array_equal(
+            np.asarray(Image.open(got[0])), np.asarray(Image.open(picture))
+        )
+        array = np.full((6, 6, 3), 90, np.uint8)  # a picture given as an array: written among the served files
+        drawn = internals.replying_as_sent(lambda: (array, {}, ""), outputs, picfiles.is_served, picfiles.REPLIES.paths)
+        reply = drawn()[0]
+        assert picfiles.is_served(reply["path"]) and reply["url"] == internals.FILE_ROUTE + reply["path"]
+        stray = internals.replying_as_sent(
+            lambda: ("/etc/passwd", {}, ""), outputs, picfiles.is_served, picfiles.REPLIES.paths
+        )
+        with pytest.raises(TypeError):  # only a picture the app serves is named as it is
+            stray()
+    finally:
+        demo.close()

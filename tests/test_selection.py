@@ -9,6 +9,7 @@ import pytest
 from helpers import EXAMPLE
 
 from vitviz.app import selection
+from vitviz.app.serving import shared
 from vitviz.app.state import Visitor
 from vitviz.app.tabs import explore, steps
 from vitviz.data import gallery
@@ -17,7 +18,8 @@ from vitviz.pictures import explore as explore_pictures
 
 @pytest.fixture
 def reads(monkeypatch):
-    """Every image file the app opens, in order."""
+    """Every image file the app opens, in order (none decoded before: the shared results emptied)."""
+    shared.SHARED.clear()
     opened = []
     real = selection.read_image
 
@@ -45,8 +47,8 @@ def test_an_image_is_decoded_once_while_its_file_and_the_models_geometry_stay(re
     shutil.copy(gallery.items("cifar10")[5][0], copy)  # the same path, another image: decoded
     changed = selection.select(v, {"path": str(copy)}, "cifar10")
     assert reads[2:] == [str(copy)] and not np.array_equal(changed.pixels, first.pixels)
-    fresh = selection.select(Visitor(), {"path": EXAMPLE}, "cifar10")  # another visitor decodes its own
-    assert np.array_equal(fresh.pixels, first.pixels) and fresh.picture is not first.picture
+    fresh = selection.select(Visitor(), {"path": EXAMPLE}, "cifar10")  # another visitor: the one decoded, shared
+    assert fresh.picture is first.picture and len(reads) == 3
     assert len(v.pictures) <= selection.KEPT_PICTURES
 
 
@@ -76,6 +78,7 @@ def test_any_sequence_of_changes_draws_what_the_final_selection_draws_at_once(se
         values[name] = rng.choice(CHANGES[name])
         last = explore_pictures_of(values, v)
         walk, _, _ = steps.step_view(values["image"], values["model_key"], 2, values.get("patch", -1), state=v)
+    shared.SHARED.clear()  # the reference computes everything anew: nothing of the sequence's results shared
     at_once = explore_pictures_of(values, Visitor())
     for name in at_once:
         assert np.array_equal(last[name], at_once[name]) if name != "summary" else last[name] == at_once[name], name

@@ -23,7 +23,8 @@ import numpy as np
 from vitviz.app.inputs import selected_token
 from vitviz.app.menu import resolve_model
 from vitviz.app.page import Shell
-from vitviz.app.serving.picfiles import PictureFiles
+from vitviz.app.serving import gradio_internals as internals
+from vitviz.app.serving.picfiles import REPLIES, PictureFiles, is_served
 from vitviz.app.state import Visitor, visitor
 from vitviz.pictures import spots
 from vitviz.pictures.input_view import sees_spots
@@ -70,8 +71,22 @@ def same_parameters_as(api: Callable) -> Callable[[Callable], Callable]:
 
 def endpoint(button: gr.Button, fn: Callable, inputs: list, outputs: list, name: str, about: str) -> None:
     """A public API endpoint `/name` on a hidden button: the raw payloads go to `fn` (vitviz.app.inputs reads
-    them with its sentences), at most 4 at once."""
-    button.click(fn, inputs, outputs, preprocess=False, concurrency_limit=4, api_name=name, api_description=about)
+    them with its sentences), at most 4 at once. A reply of pictures and plain values is made on the event's own
+    thread, in the form Gradio sends it (gradio_internals.replying_as_sent: the event loop every caller shares
+    does not post-process it)."""
+    as_sent = internals.answerable_as_sent(outputs)
+    if as_sent:
+        fn = internals.replying_as_sent(fn, outputs, is_served, REPLIES.paths)
+    button.click(
+        fn,
+        inputs,
+        outputs,
+        preprocess=False,
+        postprocess=not as_sent,
+        concurrency_limit=4,
+        api_name=name,
+        api_description=about,
+    )
 
 
 def warning(e: gr.Error) -> str:

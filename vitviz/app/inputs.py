@@ -40,16 +40,26 @@ def about(field: str, e: gr.Error) -> FieldError:
 PREDICTED = "predicted class"
 
 
-def read_image(payload: ImagePayload) -> Image.Image:
-    """The uploaded image from a Gradio file payload (dict or path), opened with vitviz's guards; a FieldError
-    about "image" otherwise."""
+def image_file(payload: ImagePayload) -> str:
+    """The path of the image file a Gradio file payload (dict or path) names, once it is there and within the
+    upload bound (checked before anything is read, kept or shared); a FieldError about "image" otherwise."""
     try:
-        return _read_image(payload)
+        return _image_file(payload)
     except gr.Error as e:
         raise about("image", e) from None
 
 
-def _read_image(payload: ImagePayload) -> Image.Image:
+def read_image(payload: ImagePayload) -> Image.Image:
+    """The uploaded image from a Gradio file payload (dict or path), opened with vitviz's guards; a FieldError
+    about "image" otherwise."""
+    path = image_file(payload)
+    try:
+        return open_image(path)
+    except ValueError as e:
+        raise about("image", gr.Error(f"That file could not be used: {e}.")) from None
+
+
+def _image_file(payload: ImagePayload) -> str:
     if payload is None:
         raise gr.Error("Choose an image first: upload one or pick one from the examples.")
     path = payload.get("path") if isinstance(payload, dict) else payload
@@ -58,10 +68,7 @@ def _read_image(payload: ImagePayload) -> Image.Image:
     most = limits.get("VITVIZ_MAX_UPLOAD_MB")
     if os.path.getsize(path) > most * 2**20:  # a file fetched from a URL or sent inline is not an upload's size
         raise gr.Error(f"That file is larger than the {most:g} MB an image may be on this machine.")
-    try:
-        return open_image(str(path))
-    except ValueError as e:
-        raise gr.Error(f"That file could not be used: {e}.") from None
+    return str(path)
 
 
 def number(value: object, what: str, lo: float, hi: float, default: float | None = None, where: str = "") -> float:

@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image
 
-from vitviz.app.inputs import FieldError, ImagePayload, read_image, selected_token
+from vitviz.app.inputs import FieldError, ImagePayload, image_file, read_image, selected_token
 from vitviz.app.menu import in_words, resolve_model
+from vitviz.app.serving.shared import NO_OWNER, SHARED, nbytes_of
 from vitviz.app.state import Visitor
 from vitviz.models.loaded import LoadedViT, Token
 
+T = TypeVar("T")
 KEPT_PICTURES = 4  # decoded images a visitor keeps (the Explore image, Compare's sides, one more)
 MAX_FILE_BYTES = 64 * 2**20  # a file larger is never read whole to be named (the upload bound refuses it first)
 
@@ -49,6 +53,13 @@ class Selection:
     def pixels(self) -> np.ndarray:
         return self.picture.pixels
 
+    def shared(self, tab: str, compute: Callable[[], T], *more: object) -> T:
+        """`compute()`'s result for this selection and `more`, computed once for every visitor and API caller who
+        selects the same model record and image file (vitviz.app.serving.shared)."""
+        if not self.picture.source:  # a file that could not be named: nothing to share it under
+            return compute()
+        return SHARED.get(self.model, (tab, self.picture.source, *more), compute, nbytes_of)
+
     def key(self, *more: object) -> tuple:
         """What a tab's result for this selection depends on: the model (its menu key and the very record), the
         image's file, and `more`."""
@@ -75,6 +86,7 @@ def select(
 def picture(v: Visitor, model: LoadedViT, payload: ImagePayload) -> Picture:
     """The image of `payload` as `model` sees it: the visitor's kept one while its file and the model's input
     geometry are the same, else read, decoded and kept now."""
+    image_file(payload)  # there, and within the upload bound: a call alone would be refused, so is this one
     source = _digest(v, payload)
     card = model.card
     geometry = (card.config.image_size, card.config.in_chans, card.prepare, card.light_on_dark)
@@ -82,15 +94,22 @@ def picture(v: Visitor, model: LoadedViT, payload: ImagePayload) -> Picture:
     kept = v.pictures.get(key)
     if kept is not None:
         return kept
-    photo = read_image(payload)
-    try:
-        made = Picture(source, photo, model.pixels(photo))
-    except ValueError as e:
-        raise FieldError(f"That image could not be used: {e}.", "image") from None
+    if source:  # decoded once for every visitor and caller who sends the same file to a model of this geometry
+        made = SHARED.get(NO_OWNER, ("decoded", *key), lambda: _decoded(model, payload, source), nbytes_of)
+    else:
+        made = _decoded(model, payload, source)
     v.pictures[key] = made
     while len(v.pictures) > KEPT_PICTURES:
         v.pictures.pop(next(iter(v.pictures)))
     return made
+
+
+def _decoded(model: LoadedViT, payload: ImagePayload, source: str) -> Picture:
+    photo = read_image(payload)
+    try:
+        return Picture(source, photo, model.pixels(photo))
+    except ValueError as e:
+        raise FieldError(f"That image could not be used: {e}.", "image") from None
 
 
 def _digest(v: Visitor, payload: ImagePayload) -> str:

@@ -22,11 +22,12 @@ import torch
 from vitviz.data.images import flattened
 from vitviz.explain import interpret
 from vitviz.pictures import draw, figures
+from vitviz.pictures.drawn import Drawn
 from vitviz.pictures.panels import Scale, message_panel, panel
 
 
 @dataclass
-class Explanation:
+class Explanation(Drawn):
     """One image through one model: what every Explore picture is drawn from."""
 
     pixels: np.ndarray  # (H, W, C) uint8: what the model sees

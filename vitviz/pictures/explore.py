@@ -19,7 +19,7 @@ import torch
 from vitviz.explain import interpret
 from vitviz.explain.methods import DEFAULT_CLASS_MAP, METHODS
 from vitviz.models.loaded import LoadedViT, Token
-from vitviz.pictures import draw
+from vitviz.pictures import draw, style
 from vitviz.pictures.backbone import backbone_panel, similarity_panel
 from vitviz.pictures.explanation import Explanation, class_map, nearest_one_based, top_k
 from vitviz.pictures.input_view import main_size, original_picture, sees_picture
@@ -97,7 +97,7 @@ class PictureCache:
         hit = self._made.get(name)
         if hit is not None and hit[0] is ex and hit[1] == key:
             return hit[2], False
-        pic = make()
+        pic = ex.once((name, key, style.current()), make)
         self._made[name] = (ex, key, pic)
         return pic, True
 
@@ -144,10 +144,16 @@ class _Drawer:
         self.own = "" if self.token.patch is None else "; the patch itself at the others' maximum"
 
     def rolled(self) -> torch.Tensor:
+        """Rollout up to each layer, every token's row: made once per explanation, fusion and discard (whatever
+        the token, the layer and the head), for everyone who looks at it."""
         if self._roll is None:
-            self._roll = interpret.attention_rollout(
-                self.ex.attn[None], self.o.fusion, self.o.discard, all_layers=True
-            )[0]
+
+            def every_layer() -> torch.Tensor:
+                return interpret.attention_rollout(self.ex.attn[None], self.o.fusion, self.o.discard, all_layers=True)[
+                    0
+                ]
+
+            self._roll = self.ex.once(("rollout up to each layer", self.o.fusion, self.o.discard), every_layer)
         return self._roll
 
     def row_of(self, m: torch.Tensor) -> torch.Tensor:

@@ -16,6 +16,7 @@ from PIL import Image, ImageDraw
 from vitviz.explain import interpret
 from vitviz.models.loaded import LoadedViT, Token
 from vitviz.pictures import draw, figures, spots
+from vitviz.pictures.drawn import Drawn
 from vitviz.pictures.explanation import nearest_one_based
 from vitviz.pictures.explore import PictureCache
 from vitviz.pictures.input_view import main_size, sees_picture, sees_spots
@@ -26,7 +27,7 @@ from vitviz.pictures.words import head_sentence, label_bars
 
 
 @dataclass
-class Walk:
+class Walk(Drawn):
     """What every stage is drawn from: the input pixels and the tensors of one forward pass."""
 
     pixels: np.ndarray  # (H, W, C) uint8, as the model receives it before normalisation

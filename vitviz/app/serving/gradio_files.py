@@ -186,7 +186,7 @@ def reply_size(value: object) -> tuple[int, tuple[str, ...]]:
         v = todo.pop()
         if isinstance(v, np.ndarray):
             total += int(v.nbytes * 1.01) + 4096
-        elif isinstance(v, (str, os.PathLike)) and len(str(v)) < 4096 and os.path.isfile(v) and not is_served(str(v)):
+        elif isinstance(v, (str, os.PathLike)) and len(str(v)) < 4096 and not is_served(str(v)) and os.path.isfile(v):
             total += os.path.getsize(v)
             names.append(os.path.basename(v))
         elif isinstance(v, dict):

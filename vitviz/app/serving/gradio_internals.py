@@ -11,8 +11,10 @@ upgrade that changes one fails there rather than quietly in a visitor's reply.
 - the files Gradio tracks (`temp_file_sets`, `upload_file_set`, components' `keep_in_cache`), a component's
   cache folder and a step before its `postprocess`: the cache's bound (gradio_files) and the pictures written
   straight into it (widgets);
-- the folder of uploads, the app's allowed folders, and Gradio's own test of a path being inside a folder;
+- the folder of uploads and the app's allowed folders;
 - the order of Gradio's static paths (`serve_first`: the served pictures' folder checked first);
+- the form in which Gradio sends an output, a served file's URL among it (`replying_as_sent`: an endpoint's
+  reply made on its own thread, not by Gradio's postprocessing on the event loop);
 - the text of gradio_client's refusal of an unknown keyword (`UNKNOWN_KEYWORD`), turned into a sentence;
 - which endpoints Gradio's MCP server lists as tools (`tools_only`: the others are marked as no tool), the
   folder it writes an agent's inline image to (`prepare_mcp`), and a refusal's text as the sentence itself
@@ -24,14 +26,17 @@ Public mechanisms are used wherever Gradio has one: `gr.set_static_paths` (the s
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable
 
 import gradio as gr
+import numpy as np
 from gradio.blocks import BlockFunction
-from gradio.data_classes import _StaticFiles
-from gradio.utils import get_upload_folder, is_in_or_equal
+from gradio.data_classes import FileData, GradioModel, GradioRootModel, _StaticFiles
+from gradio.route_utils import API_PREFIX
+from gradio.utils import get_upload_folder
 
 __all__ = ["BlockFunction", "HookedBlocks", "UNKNOWN_KEYWORD"]
 
@@ -194,11 +199,6 @@ def allowed_folders(blocks: gr.Blocks) -> list[str]:
     return list(getattr(blocks, "allowed_paths", []) or [])
 
 
-def inside(path: str, folder: str) -> bool:
-    """Gradio's own test of `path` being `folder` or inside it."""
-    return is_in_or_equal(path, folder)
-
-
 def serve_first(folder: str | os.PathLike) -> None:
     """Serve `folder` as it is (`gr.set_static_paths`) and make it the first of Gradio's static paths: Gradio
     checks each file of every reply against them in turn, resolving both paths each time, and the icons it
@@ -206,3 +206,54 @@ def serve_first(folder: str | os.PathLike) -> None:
     gr.set_static_paths([folder])
     paths = _StaticFiles.all_paths
     paths.insert(0, paths.pop())
+
+
+FILE_ROUTE = f"{API_PREFIX}/file="  # where Gradio serves a file it may serve (a static path's, its cache's)
+PLAIN_OUTPUTS = (gr.Label, gr.Markdown, gr.JSON, gr.Textbox, gr.Number, gr.HTML)  # values without files
+
+
+def answerable_as_sent(outputs: list) -> bool:
+    """Whether every output is a picture or a plain value (no other files, no state)."""
+    return all(isinstance(block, (gr.Image, *PLAIN_OUTPUTS)) for block in outputs)
+
+
+def replying_as_sent(
+    fn: Callable, outputs: list, served: Callable[[str], bool], files: Callable[[dict], dict[str, str]]
+) -> Callable:
+    """`fn` answering its outputs in the form Gradio sends them, for an event wired with postprocess=False.
+
+    Gradio's own postprocessing of a reply runs each output's `postprocess` on a thread of its own: a hop from the
+    event loop, which every caller shares, to a worker and back for each of /explain's eleven outputs. Here each
+    output is made on the event's own thread instead (Gradio still checks each file of the reply against its
+    static paths, as it does either way): a picture file `served` (a static path's,
+    vitviz.app.serving.picfiles) is named by its URL as Gradio names it, a picture given as an array is first
+    written by `files` ({name: array} -> {name: served file}), and a plain output (a label, Markdown) goes
+    through its component's own postprocess. Only for outputs that `answerable_as_sent` says can be."""
+    if not answerable_as_sent(outputs):
+        raise TypeError("only pictures and plain outputs can be answered as sent")
+
+    def as_sent(block: gr.components.Component, value: object) -> object:
+        if value is None or (isinstance(value, dict) and value.get("__type__") == "update"):
+            return value
+        if isinstance(block, gr.Image):
+            if not (isinstance(value, str) and served(value)):
+                raise TypeError("a picture answered as sent must be a file the app serves")
+            return FileData(path=value, url=FILE_ROUTE + value, orig_name=os.path.basename(value)).model_dump()
+        out = block.postprocess(value)
+        return out.model_dump() if isinstance(out, (GradioModel, GradioRootModel)) else out
+
+    @functools.wraps(fn)
+    def answer(*args: object, **kwargs: object) -> object:
+        values = fn(*args, **kwargs)
+        values = [values] if len(outputs) == 1 else list(values)
+        arrays = {
+            str(i): v
+            for i, (b, v) in enumerate(zip(outputs, values, strict=True))
+            if isinstance(b, gr.Image) and isinstance(v, np.ndarray)
+        }
+        for i, path in files(arrays).items() if arrays else ():
+            values[int(i)] = path
+        sent = tuple(as_sent(block, value) for block, value in zip(outputs, values, strict=True))
+        return sent[0] if len(outputs) == 1 else sent
+
+    return answer

@@ -14,9 +14,9 @@ Both write into one folder of this process that the app serves as it is (`served
 Gradio's: a reply names the file, and Gradio neither hashes nor copies it into its cache), so a picture costs
 its encoding and nothing more; the folder goes when the process ends.
 
-An API caller has no state to keep files in: `ReplyFiles` writes each of its pictures to a new
-file in one shared folder, never reused or replaced under another caller, and deletes files
-older than `REPLY_TTL_S` (Gradio copies a reply's files into its own cache before it answers).
+An API caller has no state to keep files in: `ReplyFiles` writes its pictures into one shared folder, a
+picture once (the same picture asked for again, by any caller, names the same file: it is the same image), and
+deletes a file `REPLY_TTL_S` after a reply last named it.
 """
 
 from __future__ import annotations
@@ -67,6 +67,31 @@ def write_picture(picture: np.ndarray, path: Path) -> str:
     return str(path)
 
 
+_encoded: dict[int, tuple[weakref.ref, str]] = {}  # id of a picture -> (the picture, a file it was encoded to)
+
+
+def write_once(picture: np.ndarray, path: Path) -> str:
+    """`picture` at `path`: a hard link to a file it was encoded to before, for any visitor or caller, while that
+    file is there (a picture shared by everyone who sends the same image: vitviz.app.serving.shared), else
+    encoded now. Each name is its own: deleting one leaves the other."""
+    kept = _encoded.get(id(picture))
+    if kept is not None and kept[0]() is picture:
+        try:
+            os.link(kept[1], path)
+            return str(path)
+        except OSError:  # that file went (its visitor left, or it was swept): encode it again
+            pass
+    write_picture(picture, path)
+    key = id(picture)
+
+    def gone(ref: weakref.ref) -> None:  # the picture is gone: its entry goes (another may hold its id by now)
+        if _encoded.get(key, (None,))[0] is ref:
+            _encoded.pop(key, None)
+
+    _encoded[key] = (weakref.ref(picture, gone), str(path))
+    return str(path)
+
+
 class PictureFiles:
     """name -> the file of the picture last handed out under that name."""
 
@@ -91,7 +116,7 @@ class PictureFiles:
             if hit is not None and hit[0] is pic and Path(hit[1]).exists():
                 out[name] = hit[1]
             else:
-                todo[name] = _POOL.submit(write_picture, pic, folder / f"{name}-{next(_count)}.jpg")
+                todo[name] = _POOL.submit(write_once, pic, folder / f"{name}-{next(_count)}.jpg")
         now = time.monotonic()
         for name, job in todo.items():
             old = self._files.get(name)
@@ -120,42 +145,70 @@ REPLY_TTL_S = 300
 
 
 class ReplyFiles:
-    """PictureFiles' interface for callers without state: every picture a new file, shared by all callers."""
+    """PictureFiles' interface for callers without state, in one folder shared by all callers: a picture is
+    written once and its file named again while the very same picture is asked for (an explanation's pictures are
+    drawn once for everyone who sends that image: vitviz.app.serving.shared), each file deleted `ttl_s` after
+    its last reply named it (Gradio serves it from there)."""
 
     def __init__(self, ttl_s: float = REPLY_TTL_S):
         self.ttl_s = ttl_s
         self._folder: Path | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held while a file is named again or swept: never both at once
         self._swept = 0.0
+        self._written: dict[int, tuple[weakref.ref, str]] = {}  # id of a picture -> (the picture, its file)
 
     def _where(self) -> Path:
         with self._lock:
             if self._folder is None or not self._folder.is_dir():
                 self._folder = scratch.new_folder("replies", served())
                 scratch.hold(self._folder)
+                self._written.clear()
             folder, now = self._folder, time.time()
-            due = now - self._swept > self.ttl_s / 10
-            if due:
+            if now - self._swept > self.ttl_s / 10:
                 self._swept = now
-        if due:
-            for f in folder.glob("*.jpg"):
-                try:
-                    if now - f.stat().st_mtime > self.ttl_s:
-                        f.unlink()
-                except OSError:
-                    pass
+                for f in folder.glob("*.jpg"):
+                    try:
+                        if now - f.stat().st_mtime > self.ttl_s:
+                            f.unlink()
+                    except OSError:
+                        pass
         return folder
 
     def paths(self, pictures: dict[str, np.ndarray]) -> dict[str, str]:
-        folder = self._where()
+        folder, out = self._where(), {}
+        with self._lock:
+            for name, pic in pictures.items():
+                kept = self._written.get(id(pic))
+                if kept is not None and kept[0]() is pic and _named_again(kept[1]):
+                    out[name] = kept[1]
         jobs = {
-            name: _POOL.submit(write_picture, pic, folder / f"{name}-{next(_count)}.jpg")
+            name: _POOL.submit(write_once, pic, folder / f"{name}-{next(_count)}.jpg")
             for name, pic in pictures.items()
+            if name not in out
         }
-        return {name: job.result() for name, job in jobs.items()}
+        for name, job in jobs.items():
+            out[name] = job.result()
+            pic, key = pictures[name], id(pictures[name])
+            with self._lock:
+                self._written[key] = (weakref.ref(pic, lambda ref, key=key: self._let_go(key, ref)), out[name])
+        return out
+
+    def _let_go(self, key: int, ref: weakref.ref) -> None:
+        """A picture is gone: its entry goes (its file stays until it is swept)."""
+        if self._written.get(key, (None,))[0] is ref:
+            self._written.pop(key, None)
 
     def clear(self) -> None:
         """Nothing to let go: the files are the callers' replies, deleted by age."""
+
+
+def _named_again(path: str) -> bool:
+    """Keep the file `path` another REPLY_TTL_S (False if it is gone)."""
+    try:
+        os.utime(path)
+        return True
+    except OSError:
+        return False
 
 
 REPLIES = ReplyFiles()

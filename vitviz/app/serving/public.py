@@ -109,13 +109,18 @@ def outside_uploads(block_fn: BlockFunction, inputs: list, readable: list[str]) 
             path = item.get("path") if isinstance(item, dict) else None
             if isinstance(path, str) and path.startswith(("http://", "https://")):
                 continue  # a URL: Gradio fetches it into its cache (guarded against local addresses) before use
-            if isinstance(path, str) and not any(internals.inside(os.path.realpath(path), r) for r in roots):
+            if isinstance(path, str) and not _within(os.path.realpath(path), roots):
                 return (
                     f"{_endpoint(block_fn)}: '{name}' must be a file uploaded to this app (with gradio_client: "
                     'handle_file(path or URL); over REST: upload it to /gradio_api/upload first, then send {"path": '
                     "the path it answers}); a path elsewhere on the server is never read."
                 )
     return ""
+
+
+def _within(path: str, roots: list[str]) -> bool:
+    """Whether the resolved `path` is one of the resolved `roots` or inside one."""
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 def _names_all(block_fn: BlockFunction) -> list[str]:

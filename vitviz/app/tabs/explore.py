@@ -73,7 +73,7 @@ def explore_view(
             t = explanation.parse_target(model, target)
         except ValueError as e:
             raise FieldError(f"Gradient rollout class: {e}.", "target") from None
-        ex = v.explore.keep(s.key(t), lambda: analysed(s, t))
+        ex = v.explore.keep(s.key(t), lambda: s.shared("explore", lambda: analysed(s, t), t))
         with v.drawing():
             view, fresh = explore_pictures.render_explore(model, ex, o, v.explore.pictures)
         if clamped:

@@ -44,7 +44,9 @@ def study_for(
     why = map_cost_note(
         "Every map's deletion curve and occlusion for this image", removal.study_passes(cfg), removal.study_gflop(cfg)
     )
-    study = v.removal.keep(s.key(), lambda: removal.study(model, s.pixels, costly=not why))
+    study = v.removal.keep(
+        s.key(), lambda: s.shared("removal", lambda: removal.study(model, s.pixels, costly=not why), not why)
+    )
     return model, study, why
 
 

@@ -48,7 +48,7 @@ def step_view(
         model = in_words(resolve_model(model_key, v), labels, template)
         b, clamped = layer_index(block, "The block", model.card.config.depth, default=1)
         s = select(v, image, model_key, token=patch, model=model)
-        walk = v.steps.keep(s.key(), lambda: steps.walk_image(s.model, s.pixels))
+        walk = v.steps.keep(s.key(), lambda: s.shared("steps", lambda: steps.walk_image(s.model, s.pixels)))
         with v.drawing():
             view, fresh = steps.render_steps(s.model, walk, b, s.token, v.steps.pictures)
         if clamped:

@@ -1,0 +1,123 @@
+"""Results computed once and handed to every thread that asks for the same, bounded by the memory they hold.
+
+`SharedResults` keeps a result by its owner and a key: the owner (a model record, a result pictures are drawn
+from) is held weakly, so an owner that is gone takes its results with it and a new one is never mistaken for an
+old one of the same id; the results are measured by the caller's `size` (again whenever one is added: a result
+may grow) and the least recently used go first past the bound; several callers asking at the same moment wait
+for one computation (and compute their own if it fails). vitviz.app.serving.shared keeps the app's results in
+one; vitviz.pictures.drawn the pictures drawn from them in another.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+from PIL import Image
+
+T = TypeVar("T")
+WAIT_S = 120.0  # a caller waits this long at most for another's computation of the same result, then computes
+NO_OWNER = object()  # the owner of results that depend on no model (an image decoded for an input geometry)
+
+
+class SharedResults:
+    """Results by (owner, key), for every thread of the process; `bound()` gives the megabytes they may hold."""
+
+    def __init__(self, bound: Callable[[], float]):
+        self.bound = bound
+        self._items: OrderedDict[tuple, tuple[Callable[[], object], Any, Callable[[Any], int]]] = OrderedDict()
+        self._flights: dict[tuple, Future] = {}
+        self._lock = threading.Lock()
+
+    def get(self, owner: object, key: tuple, compute: Callable[[], T], size: Callable[[T], int]) -> T:
+        """The result for (`owner`, `key`): the kept one, another caller's computation of it, or `compute()`,
+        kept while the results fit the bound (each measured by its `size`, again whenever one is added: a result
+        may grow, as an explanation does with the maps and pictures made from it)."""
+        k = (id(owner), *key)
+        with self._lock:
+            item = self._items.get(k)
+            if item is not None and item[0]() is owner:
+                self._items.move_to_end(k)
+                return item[1]
+            flight = self._flights.get(k)
+            if flight is None:
+                mine = self._flights[k] = Future()
+        if flight is not None:
+            try:
+                return flight.result(timeout=WAIT_S)
+            except Exception:  # noqa: BLE001 - theirs failed or took too long: this caller computes its own
+                return compute()
+        try:
+            value = compute()
+        except BaseException as e:
+            with self._lock:
+                self._flights.pop(k, None)
+            mine.set_exception(e)
+            raise
+        self._keep(k, owner, value, size)
+        mine.set_result(value)
+        return value
+
+    def _keep(self, k: tuple, owner: object, value: object, size: Callable[[Any], int]) -> None:
+        bound = self.bound() * 2**20
+        ref = (lambda: NO_OWNER) if owner is NO_OWNER else weakref.ref(owner, lambda _: self._forget(k[0]))
+        with self._lock:
+            self._flights.pop(k, None)
+            self._items.pop(k, None)
+            self._items[k] = (ref, value, size)
+            sizes = {key: measure(v) for key, (_, v, measure) in self._items.items()}
+            total = sum(sizes.values())
+            while total > bound and self._items:
+                oldest = next(iter(self._items))
+                del self._items[oldest]
+                total -= sizes[oldest]
+
+    def _forget(self, owner_id: int) -> None:
+        """A record went: its results go too."""
+        with self._lock:
+            for k in [k for k, item in self._items.items() if k[0] == owner_id and item[0]() is None]:
+                del self._items[k]
+
+    def nbytes(self) -> int:
+        """The memory the kept results hold now."""
+        with self._lock:
+            return sum(measure(v) for _, v, measure in self._items.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def held_by(self, owner: object) -> int:
+        """How many results of `owner` are kept."""
+        with self._lock:
+            return sum(1 for k, item in self._items.items() if k[0] == id(owner) and item[0]() is owner)
+
+
+def nbytes_of(value: object, depth: int = 3) -> int:
+    """The memory the tensors and arrays of `value` hold (its fields, dicts, lists and tuples, `depth` deep)."""
+    if isinstance(value, torch.Tensor):
+        return value.element_size() * value.nelement()
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, Image.Image):
+        return value.width * value.height * len(value.getbands())
+    if depth == 0:
+        return 0
+    if isinstance(value, dict):
+        items = list(value.values())  # one step under the GIL: another thread may be adding to it
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    elif hasattr(value, "__dict__"):
+        items = list(vars(value).values())
+    else:
+        return 0
+    return sum(nbytes_of(v, depth - 1) for v in items)
