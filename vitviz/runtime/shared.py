@@ -31,20 +31,21 @@ class SharedResults:
 
     def __init__(self, bound: Callable[[], float]):
         self.bound = bound
-        self._items: OrderedDict[tuple, tuple[Callable[[], object], Any, Callable[[Any], int]]] = OrderedDict()
+        self._items: OrderedDict[tuple, tuple[Any, Callable[[Any], int]]] = OrderedDict()  # (id, *key) -> kept
+        self._owners: dict[int, weakref.ref] = {}  # id -> the owner, held weakly: one reference for all its results
         self._flights: dict[tuple, Future] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered when an owner goes while its results are being let go
 
     def get(self, owner: object, key: tuple, compute: Callable[[], T], size: Callable[[T], int]) -> T:
         """The result for (`owner`, `key`): the kept one, another caller's computation of it, or `compute()`,
         kept while the results fit the bound (each measured by its `size`, again whenever one is added: a result
-        may grow, as an explanation does with the maps and pictures made from it)."""
+        may grow, as an explanation does with the maps made from it)."""
         k = (id(owner), *key)
         with self._lock:
             item = self._items.get(k)
-            if item is not None and item[0]() is owner:
+            if item is not None and self._holds(owner):
                 self._items.move_to_end(k)
-                return item[1]
+                return item[0]
             flight = self._flights.get(k)
             if flight is None:
                 mine = self._flights[k] = Future()
@@ -64,30 +65,44 @@ class SharedResults:
         mine.set_result(value)
         return value
 
+    def _holds(self, owner: object) -> bool:
+        """Whether the results kept under `owner`'s id are `owner`'s (not an owner gone whose id it took)."""
+        if owner is NO_OWNER:
+            return True
+        ref = self._owners.get(id(owner))
+        return ref is not None and ref() is owner
+
     def _keep(self, k: tuple, owner: object, value: object, size: Callable[[Any], int]) -> None:
         bound = self.bound() * 2**20
-        ref = (lambda: NO_OWNER) if owner is NO_OWNER else weakref.ref(owner, lambda _: self._forget(k[0]))
         with self._lock:
             self._flights.pop(k, None)
+            if not self._holds(owner):
+                self._forget_id(k[0])
+                self._owners[k[0]] = weakref.ref(owner, lambda ref, i=k[0]: self._forget(i, ref))
             self._items.pop(k, None)
-            self._items[k] = (ref, value, size)
-            sizes = {key: measure(v) for key, (_, v, measure) in self._items.items()}
+            self._items[k] = (value, size)
+            sizes = {key: measure(v) for key, (v, measure) in self._items.items()}
             total = sum(sizes.values())
             while total > bound and self._items:
                 oldest = next(iter(self._items))
                 del self._items[oldest]
                 total -= sizes[oldest]
 
-    def _forget(self, owner_id: int) -> None:
-        """A record went: its results go too."""
+    def _forget(self, owner_id: int, ref: weakref.ref) -> None:
+        """An owner went: its results go too (once, whatever their number)."""
         with self._lock:
-            for k in [k for k, item in self._items.items() if k[0] == owner_id and item[0]() is None]:
-                del self._items[k]
+            if self._owners.get(owner_id) is ref:
+                self._forget_id(owner_id)
+
+    def _forget_id(self, owner_id: int) -> None:
+        self._owners.pop(owner_id, None)
+        for k in [k for k in self._items if k[0] == owner_id]:
+            del self._items[k]
 
     def nbytes(self) -> int:
         """The memory the kept results hold now."""
         with self._lock:
-            return sum(measure(v) for _, v, measure in self._items.values())
+            return sum(measure(v) for v, measure in self._items.values())
 
     def clear(self) -> None:
         with self._lock:
@@ -99,7 +114,7 @@ class SharedResults:
     def held_by(self, owner: object) -> int:
         """How many results of `owner` are kept."""
         with self._lock:
-            return sum(1 for k, item in self._items.items() if k[0] == id(owner) and item[0]() is owner)
+            return sum(1 for k in self._items if k[0] == id(owner)) if self._holds(owner) else 0
 
 
 def nbytes_of(value: object, depth: int = 3) -> int:

@@ -67,28 +67,47 @@ def write_picture(picture: np.ndarray, path: Path) -> str:
     return str(path)
 
 
-_encoded: dict[int, tuple[weakref.ref, str]] = {}  # id of a picture -> (the picture, a file it was encoded to)
+class FileOf:
+    """The file each picture was written to, by the picture itself (held weakly: its entry goes with it)."""
+
+    def __init__(self):
+        self._files: dict[int, tuple[weakref.ref, str]] = {}  # id of a picture -> (the picture, its file)
+
+    def get(self, picture: np.ndarray) -> str | None:
+        kept = self._files.get(id(picture))
+        return kept[1] if kept is not None and kept[0]() is picture else None
+
+    def put(self, picture: np.ndarray, path: str) -> None:
+        key = id(picture)
+
+        def gone(ref: weakref.ref) -> None:  # another picture may hold its id by now
+            if self._files.get(key, (None,))[0] is ref:
+                self._files.pop(key, None)
+
+        self._files[key] = (weakref.ref(picture, gone), path)
+
+    def clear(self) -> None:
+        self._files.clear()
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
+_ENCODED = FileOf()  # every picture encoded in this process, and a file it was encoded to
 
 
 def write_once(picture: np.ndarray, path: Path) -> str:
     """`picture` at `path`: a hard link to a file it was encoded to before, for any visitor or caller, while that
     file is there (a picture shared by everyone who sends the same image: vitviz.app.serving.shared), else
     encoded now. Each name is its own: deleting one leaves the other."""
-    kept = _encoded.get(id(picture))
-    if kept is not None and kept[0]() is picture:
+    before = _ENCODED.get(picture)
+    if before is not None:
         try:
-            os.link(kept[1], path)
+            os.link(before, path)
             return str(path)
         except OSError:  # that file went (its visitor left, or it was swept): encode it again
             pass
-    write_picture(picture, path)
-    key = id(picture)
-
-    def gone(ref: weakref.ref) -> None:  # the picture is gone: its entry goes (another may hold its id by now)
-        if _encoded.get(key, (None,))[0] is ref:
-            _encoded.pop(key, None)
-
-    _encoded[key] = (weakref.ref(picture, gone), str(path))
+    _ENCODED.put(picture, write_picture(picture, path))
     return str(path)
 
 
@@ -155,7 +174,7 @@ class ReplyFiles:
         self._folder: Path | None = None
         self._lock = threading.Lock()  # held while a file is named again or swept: never both at once
         self._swept = 0.0
-        self._written: dict[int, tuple[weakref.ref, str]] = {}  # id of a picture -> (the picture, its file)
+        self._written = FileOf()  # the file each picture was written to here
 
     def _where(self) -> Path:
         with self._lock:
@@ -178,9 +197,9 @@ class ReplyFiles:
         folder, out = self._where(), {}
         with self._lock:
             for name, pic in pictures.items():
-                kept = self._written.get(id(pic))
-                if kept is not None and kept[0]() is pic and _named_again(kept[1]):
-                    out[name] = kept[1]
+                kept = self._written.get(pic)
+                if kept is not None and _named_again(kept):
+                    out[name] = kept
         jobs = {
             name: _POOL.submit(write_once, pic, folder / f"{name}-{next(_count)}.jpg")
             for name, pic in pictures.items()
@@ -188,15 +207,9 @@ class ReplyFiles:
         }
         for name, job in jobs.items():
             out[name] = job.result()
-            pic, key = pictures[name], id(pictures[name])
             with self._lock:
-                self._written[key] = (weakref.ref(pic, lambda ref, key=key: self._let_go(key, ref)), out[name])
+                self._written.put(pictures[name], out[name])
         return out
-
-    def _let_go(self, key: int, ref: weakref.ref) -> None:
-        """A picture is gone: its entry goes (its file stays until it is swept)."""
-        if self._written.get(key, (None,))[0] is ref:
-            self._written.pop(key, None)
 
     def clear(self) -> None:
         """Nothing to let go: the files are the callers' replies, deleted by age."""
