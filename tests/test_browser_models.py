@@ -2,6 +2,7 @@
 no error. Their weights are random ones in a Hugging Face cache this test writes (no hub is reached)."""
 
 import os
+import re
 import shutil
 
 import pytest
@@ -115,5 +116,67 @@ def test_a_photo_on_the_cifar_model_is_told_what_to_use_and_switched_keeping_the
             seen[-h // 5 : -h // 10, : h // 3].mean((0, 1)),
         )
         assert sky[2] > sky[0] + 40 and grass[1] > grass[0] + 20 and grass[1] > grass[2], (sky, grass)
+    finally:
+        page.close()
+
+
+BARRED = ("rollout", "class-map", "head-large", "rollout-strip", "lens", "heads", "norms")  # Explore's maps
+PLAIN = re.compile(r"-?\d{1,3}(,\d{3})*(\.\d+)?")  # a plain decimal: no exponent, no unit
+
+
+def srcs(page) -> dict:
+    return {name: image_src(page, name) for name in BARRED}
+
+
+def all_changed(page, old: dict, timeout: float = 90_000) -> dict:
+    """Wait until every picture of BARRED names another file than in `old` (loaded or not: a picture below the
+    fold loads when scrolled to); their srcs."""
+    page.wait_for_function(
+        """(old) => Object.entries(old).every(([id, src]) => {
+               const i = document.querySelector('#' + id + ' img'); return i && i.getAttribute('src') !== src; })""",
+        arg=old,
+        timeout=timeout,
+    )
+    return srcs(page)
+
+
+@pytest.mark.parametrize("key", ["cifar10", "timm/deit_small_patch16_224.fb_in1k", ENTRIES[-1]])
+def test_every_colour_bar_reads_as_distinct_plain_decimals(served, key):
+    """Every colour bar of Explore's maps, read off the pictures the page shows (tests/reading.py), with and
+    without Large type: its numbers plain decimals, distinct and rising; or the words "lowest" and "highest" of a
+    picture whose tiles each have their own range. Three models: ours on CIFAR-10, DeiT-S and DINOv2 with
+    registers (random weights: ranges as narrow as 0.00383 to 0.00384)."""
+    import io
+
+    import httpx
+    import numpy as np
+    from reading import read_ticks
+
+    b, url, path = served
+    page = b.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        open_on_photo(page, url, path)
+        shown = srcs(page)
+        if key != "cifar10":
+            page.locator("#model-dd input").click()
+            page.get_by_role("option", name=next(lbl for lbl, k in menu.model_choices() if k == key)).click()
+            shown = all_changed(page, shown)
+        numbers = 0
+        for large in (False, True):
+            if large:
+                page.locator("#large-type input").check()
+                shown = all_changed(page, shown)
+            for name, src in shown.items():
+                data = httpx.get(src if src.startswith("http") else url + src).content
+                for ticks in read_ticks(np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))):
+                    if ticks[0] == "lowest":  # each tile its own range
+                        assert ticks[2] == "highest", (name, ticks)
+                        continue
+                    written = [t for t in ticks if t]
+                    assert all(PLAIN.fullmatch(t) for t in written), (name, large, ticks)
+                    values = [float(t.replace(",", "")) for t in written]
+                    assert len(values) >= 2 and values == sorted(set(values)), (name, large, ticks)
+                    numbers += 1
+        assert numbers >= 6, numbers  # at least three maps with numbers, at each size
     finally:
         page.close()

@@ -6,6 +6,7 @@ Screenshots go to test-artifacts/ (VITVIZ_SCREENSHOTS overrides the folder): Exp
 type off and on.
 """
 
+import io
 import re
 import tempfile
 import urllib.request
@@ -281,5 +282,47 @@ def test_large_type_reaches_the_pictures(browser, width, height):
             b = pg.locator("#top5").bounding_box()
             assert b["y"] + b["height"] <= height  # the prediction stays on the first screen
         pg.screenshot(path=str(SHOTS / f"explore-{width}x{height}-large.png"))
+    finally:
+        pg.close()
+
+
+@pytest.mark.parametrize("elem_id", ("heads", "lens"))
+def test_a_phone_keeps_a_scrolled_pictures_labels_title_and_colour_bar_in_view(browser, elem_id):
+    """Scrolled to its right end on a phone, a wide picture shows at the screen's left its own rows' labels,
+    title and colour bar (the pixels the picture has there), while its cells between them have moved."""
+    pg = open_page(browser, 390, 844)
+    try:
+        pg.locator(f"#{elem_id}").scroll_into_view_if_needed()
+        src = wait_change(pg, elem_id, None)
+        left, top, bottom = map(int, re.search(r"-f(\d+)-(\d+)-(\d+)\.jpg$", src).groups())
+        own = picture(pg, elem_id).astype(int)
+        box = f"document.querySelector('#{elem_id} .image-container')"
+        pg.evaluate(f"() => {{ const b = {box}; b.scrollLeft = b.scrollWidth; }}")
+        pg.wait_for_function(
+            f"() => {box}.scrollLeft > 0 && "
+            f"getComputedStyle({box}.querySelector('.vv-frozen') || document.body).display === 'block'"
+        )
+        pg.wait_for_timeout(300)  # the layer painted
+        shift = pg.evaluate(f"() => {box}.scrollLeft")
+        w = pg.evaluate(f"() => Math.min({box}.clientWidth, {box}.querySelector('img').clientWidth)")
+        img = pg.locator(f"#{elem_id} img").bounding_box()
+        assert round(img["width"]) == own.shape[1] and left > 20 and 0 < top < bottom < own.shape[0]
+        pg.locator(f"#{elem_id}").scroll_into_view_if_needed()
+        img = pg.locator(f"#{elem_id} img").bounding_box()
+        x0 = pg.locator(f"#{elem_id} .image-container").bounding_box()["x"]
+        clip = {"x": x0, "y": img["y"], "width": w, "height": own.shape[0]}
+        seen = np.asarray(Image.open(io.BytesIO(pg.screenshot(clip=clip))).convert("RGB")).astype(int)
+        own = own[: seen.shape[0]]  # a row fewer where the picture sits at a fraction of a pixel
+
+        def near(a, b):  # the same pixels, as two JPEG decoders give them
+            return np.abs(a - b).mean() < 4
+
+        assert near(seen[top:bottom, :left], own[top:bottom, :left])  # the rows' labels
+        assert near(seen[:top, :w], own[:top, :w])  # the title
+        assert near(seen[bottom:, :w], own[bottom:, :w])  # the colour bar and its words
+        cells = seen[top:bottom, left:w]
+        assert not near(cells, own[top:bottom, left:w])  # the cells have moved...
+        assert near(cells, own[top:bottom, left + shift : w + shift])  # ...by the scroll
+        pg.screenshot(path=str(SHOTS / f"phone-scrolled-{elem_id}.png"))
     finally:
         pg.close()

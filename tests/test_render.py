@@ -137,6 +137,59 @@ def test_a_click_on_the_input_picks_the_patch_under_it_or_cls(tiny):
     assert spots.token_at(input_view.sees_spots(cfg, pooled), step / 2, step / 2, pooled) == pooled.token(0)
 
 
+@pytest.mark.parametrize("large", (False, True))
+def test_a_colour_bar_shows_the_numbers_of_its_scale_read_back_from_its_pixels(large):
+    """The ticks as a visitor reads them off the JPEG the page gets (tests/reading.py: letter by letter against
+    the font's own letters) are the scale's: distinct plain decimals, the middle one left out only where it
+    would crowd the ends."""
+    import io
+
+    from reading import read_ticks
+
+    from vitviz.pictures import panels
+    from vitviz.pictures.style import Style, drawn_with
+
+    rng = np.random.default_rng(3)
+    ranges = [(0.00383, 0.00384), (8e-05, 2.7e-04), (0, 20000), (-11.1, -1.1), (1, 111), (-0.5, 0.5)]
+    ranges += [tuple(sorted(rng.random(2) * 10.0 ** rng.integers(-5, 4))) for _ in range(4)]
+    with drawn_with(Style.of(large=large)):
+        for lo, hi in ranges:
+            scale = panels.Scale("attention weight", lo, hi)
+            buf = io.BytesIO()
+            Image.fromarray(panels.panel(np.zeros((64, 400, 3), np.uint8), "A map", scale)).save(
+                buf, format="JPEG", quality=92, subsampling=0
+            )
+            (read,) = read_ticks(np.asarray(Image.open(buf).convert("RGB")))
+            assert read == scale.ticks(), (lo, hi, read)
+        relative = panels.panel(np.zeros((64, 400, 3), np.uint8), "", panels.Scale("x", 0, 1, relative=True))
+        assert read_ticks(relative) == [["lowest", "", "highest"]]
+
+
+def test_a_wide_picture_on_a_phone_says_where_its_labels_title_and_colour_bar_are():
+    """On a narrow screen a wide panel carries (left, top, bottom): its rows' labels end at `left`, its title
+    ends at `top`, its picture at `bottom` (the colour bar under it); the file's name says so (the page's script
+    keeps them in view while it scrolls). A wide screen's panel and a narrow picture carry nothing."""
+    from vitviz.app.serving import picfiles
+    from vitviz.pictures import panels
+    from vitviz.pictures.style import Style, drawn_with
+
+    rows = [[np.full((40, 40, 3), 60 * r, np.uint8) for _ in range(9)] for r in range(3)]
+    labels = ["layer 1", "layer 2", "layer 12"]
+    scale = panels.Scale("attention weight", 0.0, 1.0)
+    with drawn_with(Style.of(narrow=True)):
+        grid = draw.tile(rows, labels, [f"head {h + 1}" for h in range(9)])
+        p = panels.panel(grid, "Attention from CLS in every layer and head", scale)
+        small = panels.panel(np.zeros((40, 200, 3), np.uint8), "A narrow one", scale)
+    left, top, bottom = p.frozen
+    assert left == draw.tile_margins(tuple(labels), True)[0] and grid.shape[1] > 360
+    assert bottom - top == grid.shape[0] and np.array_equal(np.asarray(p)[top:bottom], np.asarray(grid))
+    assert (np.asarray(p)[:top] < 128).any() and (np.asarray(p)[bottom:] < 128).any()  # words above and under
+    assert (np.asarray(grid)[:, :left] < 128).any()  # the labels lie in that column
+    assert picfiles.file_name("heads", p).endswith(f"-f{left}-{top}-{bottom}.jpg")
+    assert getattr(small, "frozen", None) is None and not picfiles.file_name("x", small).count("-f")
+    assert getattr(panels.panel(grid, "On a wide screen", scale), "frozen", None) is None
+
+
 def test_a_signed_map_is_drawn_on_a_diverging_scale_centred_on_zero():
     """Occlusion's values are signed (hiding a patch can raise the class's probability): its picture's scale
     runs from -a to a, a its largest magnitude, so that 0 is the colour map's white middle; its title says

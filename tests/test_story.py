@@ -156,6 +156,13 @@ def test_large_type_draws_the_pictures_text_larger_and_patch_numbers_fit_a_corne
         if size is not None:
             w = draw.font(size).getlength(str(grid * grid - 1)) + 3
             assert w <= step / 2 and size + 3 <= step / 2  # at most a corner of its patch
+        with drawn_with(Style.of(large=True)):
+            big = draw.number_size(step, str(grid * grid - 1))
+        if big is not None:  # Large type: larger, within three quarters of the patch
+            assert big >= (size or 0) and draw.font(big).getlength(str(grid * grid - 1)) + 3 <= 0.75 * step
+    normal_numbers = draw.number_size(32, "63")  # the shipped model's grid (8 x 8 on 256 px)
+    with drawn_with(Style.of(large=True)):  # read from a back row: half as large again
+        assert draw.number_size(32, "63") >= 1.4 * normal_numbers
     grid_on = np.asarray(draw.draw_grid(np.zeros((256, 256, 3), np.uint8), 8))
     with drawn_with(Style.of(numbers=False)):
         grid_off = np.asarray(draw.draw_grid(np.zeros((256, 256, 3), np.uint8), 8))

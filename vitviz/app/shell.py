@@ -20,7 +20,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from vitviz.app import choices, link, switch, tools
+from vitviz.app import choices, link, scrolled, switch, tools
 from vitviz.app.handlers import shared, style_switch
 from vitviz.app.menu import look_at, model_choices, release_session, release_state, upload_checkpoint
 from vitviz.app.page import SHARED_CHOICES, Shell
@@ -207,6 +207,7 @@ def _wire(demo: gr.Blocks, shell: Shell, head: dict, pages: dict, parts: dict) -
     _open(demo, shell, head, ex, model_view, explain_event)
     demo.load(None, head["large"], None, js=LARGE_TYPE_JS)
     demo.load(None, None, None, js=TYPING_FILTERS_JS)
+    demo.load(None, None, None, js=scrolled.JS)
     phone = f"() => (window.innerWidth <= {PHONE_PX} ? window.innerWidth : null)"  # a wide screen changes nothing
     demo.load(None, None, width, js=phone)
     demo.unload(release_session)
@@ -290,7 +291,7 @@ def launch(demo: gr.Blocks | None = None, **kw) -> tuple:
     _launched.add(demo)
     kw.setdefault("allowed_paths", [str(ASSETS)])
     kw.setdefault("show_error", True)
-    kw.setdefault("css", CSS)
+    kw.setdefault("css", CSS + scrolled.CSS)
     kw.setdefault("max_file_size", limits.upload_limit())
     kw.setdefault("app_kwargs", dict(APP_KWARGS))  # a copy: Gradio writes its MCP lifespan into the one it gets
     return demo.launch(**kw)

@@ -23,6 +23,23 @@ BG = (255, 255, 255)
 HIGHLIGHT = (0, 230, 255)
 
 
+class Marked(np.ndarray):
+    """A picture that says where its words are, for a phone that scrolls it sideways (vitviz.app.scrolled keeps
+    them in view): `left`, the width of its rows' labels (tile, lens_grid); `frozen` (panels.panel's, on a narrow
+    screen), (left, top, bottom): that label column, the title above `top` and the colour bar below `bottom`."""
+
+    left: int = 0
+    frozen: tuple[int, int, int] | None = None
+
+
+def marked(picture: np.ndarray, **marks) -> np.ndarray:
+    """`picture` as a `Marked` view carrying `marks` (left=..., frozen=...)."""
+    out = np.asarray(picture).view(Marked)
+    for name, value in marks.items():
+        setattr(out, name, value)
+    return out
+
+
 def as_array(a: float) -> np.ndarray:
     return a.detach().cpu().float().numpy() if torch.is_tensor(a) else np.asarray(a, dtype=np.float32)
 
@@ -142,15 +159,18 @@ def draw_grid(
 
 def number_size(step: float, widest: str) -> int | None:
     """The font size for patch numbers on patches `step` pixels wide: as large as the style asks, but small
-    enough that the widest number (outlined) covers at most a corner (half the width, half the height) of its
-    patch; None where even the smallest readable size would not fit."""
-    return _number_size(step, widest, px(10))
+    enough that the widest number (outlined) covers at most a corner of its patch: half its width and height,
+    three quarters with Large type (read from a back row, the numbers matter more than the pixels they cover;
+    they can be switched off); None where even the smallest readable size would not fit."""
+    large = current().text > 1
+    return _number_size(step, widest, px(10), 0.75 if large else 0.5)
 
 
 @functools.lru_cache(maxsize=64)
-def _number_size(step: float, widest: str, want: int) -> int | None:
+def _number_size(step: float, widest: str, want: int, share: float) -> int | None:
+    room = step * share
     for size in range(want, 6, -1):
-        if font(size).getlength(widest) + 3 <= step / 2 and size + 3 <= step / 2:
+        if font(size).getlength(widest) + 3 <= room and size + 3 <= room:
             return size
     return None
 
@@ -210,7 +230,7 @@ def tile(
         for c, t in enumerate(row):
             y, x = top + pad + r * (h + pad), left + pad + c * (w + pad)
             canvas[y : y + h, x : x + w] = to_rgb(t)
-    return canvas
+    return marked(canvas, left=left) if left else canvas
 
 
 def tile_margins(row_labels: tuple, has_cols: bool, size: int | None = None) -> tuple[int, int]:
@@ -288,7 +308,7 @@ def lens_grid(
             fill=(0, 0, 0) if p[r, c] > 0.6 else (255, 255, 255),
             font=f,
         )
-    return np.asarray(canvas)
+    return marked(np.asarray(canvas), left=left)
 
 
 def layer_strip(

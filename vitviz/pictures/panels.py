@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vitviz.pictures.draw import BG, colour_table
+from vitviz.pictures.draw import BG, colour_table, marked
 from vitviz.pictures.style import NARROW_PX, current, px
 from vitviz.pictures.text import font, text_width, write
 
@@ -202,9 +202,11 @@ def panel(img: np.ndarray, title: str, scale: Scale | None = None, min_width: in
     """The picture under its title (none: ""), with the colour bar of `scale` under it (none for a plain
     picture), and `note` under that: what its colours are where no bar can say it (an RGB picture). Nothing is
     added above or left of a picture without a title, so clicks on it keep their place."""
+    left = getattr(img, "left", 0)  # its rows' labels (draw.Marked)
     img = np.asarray(img)
     width = max(img.shape[1], min_width)
     parts = ([title_block(title, width)] if title else []) + [img if width == img.shape[1] else _fit(img, width)]
+    top = parts[0].shape[0] if title else 0
     narrow = _scrolled(width)  # a phone scrolls it: its words at the left, in view
     if scale is not None:
         bar = colorbar(min(NARROW_PX if narrow else width, round(320 * max(1.0, current().text))), scale)
@@ -212,7 +214,10 @@ def panel(img: np.ndarray, title: str, scale: Scale | None = None, min_width: in
     if note:
         text = text_block(note, NARROW_PX if narrow else width, px(TEXT_PX), GREY)
         parts.append(_at_left(text, width))
-    return np.concatenate(parts)
+    out = np.concatenate(parts)
+    if narrow:  # the title, the rows' labels and the colour bar kept in view while it scrolls
+        return marked(out, frozen=(left if width == img.shape[1] else 0, top, top + img.shape[0]))
+    return out
 
 
 def _at_left(img: np.ndarray, width: int) -> np.ndarray:

@@ -62,6 +62,14 @@ def is_served(path: str) -> bool:
     return _served is not None and os.path.dirname(os.path.dirname(os.path.abspath(path))) == str(_served)
 
 
+def file_name(name: str, picture: np.ndarray) -> str:
+    """A new file's name for `picture` shown as `name`: unique in the process, and carrying where a phone keeps
+    its words in view while it scrolls (draw.Marked's `frozen`: "-f<left>-<top>-<bottom>", read by the page's
+    script in vitviz.app.scrolled)."""
+    frozen = getattr(picture, "frozen", None)
+    return f"{name}-{next(_count)}" + ("-f{}-{}-{}".format(*frozen) if frozen else "") + ".jpg"
+
+
 def write_picture(picture: np.ndarray, path: Path) -> str:
     Image.fromarray(np.ascontiguousarray(picture, dtype=np.uint8)).save(path, format="JPEG", quality=92, subsampling=0)
     return str(path)
@@ -135,7 +143,7 @@ class PictureFiles:
             if hit is not None and hit[0] is pic and Path(hit[1]).exists():
                 out[name] = hit[1]
             else:
-                todo[name] = _POOL.submit(write_once, pic, folder / f"{name}-{next(_count)}.jpg")
+                todo[name] = _POOL.submit(write_once, pic, folder / file_name(name, pic))
         now = time.monotonic()
         for name, job in todo.items():
             old = self._files.get(name)
@@ -201,7 +209,7 @@ class ReplyFiles:
                 if kept is not None and _named_again(kept):
                     out[name] = kept
         jobs = {
-            name: _POOL.submit(write_once, pic, folder / f"{name}-{next(_count)}.jpg")
+            name: _POOL.submit(write_once, pic, folder / file_name(name, pic))
             for name, pic in pictures.items()
             if name not in out
         }
