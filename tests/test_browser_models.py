@@ -129,8 +129,8 @@ def srcs(page) -> dict:
 
 
 def all_changed(page, old: dict, timeout: float = 90_000) -> dict:
-    """Wait until every picture of BARRED names another file than in `old` (loaded or not: a picture below the
-    fold loads when scrolled to); their srcs."""
+    """Wait until every picture named in `old` shows another file than there (loaded or not: a picture below the
+    fold loads when scrolled to); the srcs of BARRED's."""
     page.wait_for_function(
         """(old) => Object.entries(old).every(([id, src]) => {
                const i = document.querySelector('#' + id + ' img'); return i && i.getAttribute('src') !== src; })""",
@@ -178,5 +178,73 @@ def test_every_colour_bar_reads_as_distinct_plain_decimals(served, key):
                     assert len(values) >= 2 and values == sorted(set(values)), (name, large, ticks)
                     numbers += 1
         assert numbers >= 6, numbers  # at least three maps with numbers, at each size
+    finally:
+        page.close()
+
+
+CLASS_WORDS = re.compile(r"\bpredict\w*|\bclass(es)?\b|\blogit\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("width,height,large", ((1280, 720, False), (1280, 720, True), (390, 844, False)))
+def test_dinov2_with_registers_speaks_of_its_features_and_a_register_is_chosen_on_its_tile(
+    served, width, height, large
+):
+    """DINOv2 with 4 registers (no classifier): no word of Explore or Step by step speaks of predicting or of a
+    class; the grid
+    has a tile for each register beside it, and a click on register 2's tile redraws every map from that
+    register and outlines that tile, and no other."""
+    import io
+
+    import httpx
+    import numpy as np
+    from playwright.sync_api import expect
+
+    from vitviz.pictures.draw import HIGHLIGHT
+    from vitviz.pictures.input_view import main_size, short_name, token_tiles
+
+    key = ENTRIES[-1]
+    b, url, path = served
+    page = b.new_page(viewport={"width": width, "height": height})
+    try:
+        open_on_photo(page, url, path)
+        if large:
+            page.locator("#large-type input").check()
+        shown = srcs(page)
+        page.locator("#model-dd input").click()
+        page.get_by_role("option", name=next(lbl for lbl, k in menu.model_choices() if k == key)).click()
+        shown = all_changed(page, shown)
+        words = page.locator("body").inner_text()  # what is on the page (the other tabs are hidden)
+        assert not CLASS_WORDS.search(words), words[CLASS_WORDS.search(words).start() - 80 :][:160]
+        page.get_by_role("tab", name="Step by step").click()
+        expect(page.locator("body")).to_contain_text("Explore shows its features instead", timeout=90_000)
+        words = page.locator("body").inner_text()
+        assert not CLASS_WORDS.search(words), words[CLASS_WORDS.search(words).start() - 80 :][:160]
+        page.get_by_role("tab", name="Explore").click()
+
+        model = menu.resolve_model(key)
+        cfg, layout = model.card.config, model.layout
+        S, g = main_size(cfg), cfg.grid_size
+        tiles = token_tiles(S, g, layout)
+        assert [t[4] for t in tiles] == ["CLS", "reg 1", "reg 2", "reg 3", "reg 4"]
+        img = page.locator("#sees img")
+        img.scroll_into_view_if_needed()
+        box = img.bounding_box()
+        scale = box["width"] / page.evaluate("() => document.querySelector('#sees img').naturalWidth")
+        x0, y0, x1, y1, word = tiles[2]
+        assert word == short_name("register 2")
+        before = image_src(page, "head-large")
+        img.click(position={"x": (x0 + x1) / 2 * scale, "y": (y0 + y1) / 2 * scale})
+        page.wait_for_function(
+            "() => /selected token: register 2/.test(document.querySelector('#summary').innerText)", timeout=90_000
+        )
+        token_maps = ("rollout", "class-map", "head-large", "rollout-strip", "heads")  # those drawn from a token
+        all_changed(page, {name: shown[name] for name in token_maps})
+        assert image_src(page, "head-large") != before
+        assert page.locator("#patch input").input_value() == "-3"
+        src = image_src(page, "sees")
+        sees = np.asarray(Image.open(io.BytesIO(httpx.get(src if src.startswith("http") else url + src).content)))
+        for k, (a0, b0, a1, b1, _) in enumerate(tiles):
+            edge = np.abs(sees[b0 + 1, a0 + 4 : a1 - 4].astype(int) - HIGHLIGHT).sum(-1) < 60
+            assert (edge.mean() > 0.8) == (k == 2), (k, edge.mean())
     finally:
         page.close()

@@ -281,6 +281,9 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     assert switch.kept_class(menu.resolve_model(reg, Visitor()), "tabby") == (switch.PREDICTED, "")
     steps = steps_tab.steps_api(image, reg, 12, 5)
     assert "no classifier" in steps[steps_tab.steps.STEP_NAMES.index("head_text")]
+    titles = steps_tab.fitted(reg, Visitor())[2:]  # the head's and the read-out's stages say what this model has
+    assert titles[0].startswith("### 6. No head") and not any("predict" in t or "logit" in t for t in titles)
+    assert "logit" in steps_tab.fitted("cifar10", Visitor())[-1]
     assert model_tab.model_view(reg, 30)[0] is not None
     left = compare.compare(image, reg, "cifar10")
     assert "has no classifier" in left[-2] and "no top 5" in left[-2] and left[-1] == ""

@@ -32,7 +32,7 @@ WITHOUT_CLASSES = {  # the same lines for a model that learned its features with
     "sees": "What the model sees, cut into its patches. **Click a patch** to see what it attends to; click a "
     "**tile beside the grid** for a token before the patches: **CLS** (it gathers the whole image) and, where "
     "the model has them, its registers (reg: spare tokens it learned to park global information in).",
-    "class_map": "This model has no classifier, so no class to explain: the map shows how alike each patch's "
+    "class_map": "This model has no classifier, so nothing to explain by name: the map shows how alike each patch's "
     "final features are to the selected patch's (cosine similarity; red alike, blue opposite). Patches of one "
     "object are alike: that is what these models learn.",
     "lens": "The final features in three colours (their three main directions: patches of one colour are alike), "

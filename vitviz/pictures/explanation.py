@@ -136,7 +136,7 @@ def what_it_knows(model: LoadedViT) -> str:
     card = model.card
     s, n = card.config.image_size, len(card.classes)
     if n == 0:
-        return "No prediction: this model has no classifier (it learned without labels)"
+        return "No classifier: this model learned without labels and names nothing"
     if model.zero_shot:
         rule = (
             "each its own sigmoid: they need not add up to 100%" if model.adapter.words.sigmoid else "softmax over them"

@@ -374,9 +374,8 @@ def explore_summary(model: LoadedViT, ex: Explanation, o: Options) -> str:
     )
     if not ex.has_head:
         return (
-            f"**No classifier**: this model learned its features without labels, so there is no class to "
-            f"explain; its heads' attention, its features' colours and their similarity stand in for the class "
-            f"map · {sees}"
+            f"**No classifier**: this model learned its features without labels; its heads' attention, its "
+            f"features' colours and their similarity show what it sees · {sees}"
         )
     pred = int(ex.probs.argmax())
     return f"**Prediction: {cls[pred]}** ({100 * float(ex.probs[pred]):.1f}%) · {sees}"

@@ -200,9 +200,17 @@ def _block(model: LoadedViT, w: Walk, block: int, row: int, stand_in: bool = Fal
     )
 
 
+def stage_titles(model: LoadedViT) -> dict[str, str]:
+    """The titles of the stages that differ by model (the head, and the read-out over depth), by stage name: a
+    model without a classifier has neither logits nor a logit lens."""
+    if not model.card.classes:
+        return {"head": "6. No head: the features are the output", "lens": "Over depth: nothing to read out"}
+    return {"head": "6. The head: logits, softmax, prediction", "lens": "Over depth: the logit lens"}
+
+
 NO_HEAD = (
     "This model has no classifier: it learned its features without labels (DINO, DINOv2), so there is no "
-    "head to read and no prediction after any block. Explore shows its features instead."
+    "head to read after any block. Explore shows its features instead."
 )
 
 
@@ -345,7 +353,7 @@ def render_steps(
             lambda: (
                 lens_panel(model.card.classes, w.lens)
                 if model.card.classes
-                else message_panel(224, "The logit lens", NO_HEAD),
+                else message_panel(224, "Over depth", NO_HEAD),
                 [],
             ),
         ),

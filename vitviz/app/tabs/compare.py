@@ -53,8 +53,8 @@ def one_side(
         drawn = [getattr(view, n) if n == "top5" else _named(getattr(view, n), name) for n in SIDE]
     if not classes:  # a model that learned without labels: no top 5, and its second map is not a class's
         return drawn, (
-            f"The {name} has no classifier: it predicts no class, so there is no top 5, and its second map shows "
-            "how alike the patches' features are, not a class."
+            f"The {name} has no classifier: it names nothing, so there is no top 5, and its second map shows how "
+            "alike the patches' features are."
         )
     asked = target not in (None, "", PREDICTED) and not known
     return drawn, (f"The {name} has no class '{target}': it explains its predicted class." if asked else "")

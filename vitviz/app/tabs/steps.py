@@ -139,14 +139,18 @@ def picker(name: str) -> Callable:
     return pick
 
 
-def block_range(model_key: str, state: Visitor | None) -> tuple:
-    """The block slider's range for a new model (its value follows Explore's layer), and the button back to the
-    token the prediction reads, named."""
+def fitted(model_key: str, state: Visitor | None) -> tuple:
+    """For a new model: the block slider's range (its value follows Explore's layer), the button back to the
+    token the prediction reads, named, and the titles of the stages that differ by model."""
     try:
         layout, depth = (m := resolve_model(model_key, state)).layout, m.card.config.depth
     except gr.Error:
-        return gr.skip(), gr.skip()
-    return gr.update(maximum=depth), gr.update(value=f"Back to {layout.first()}")
+        return (gr.skip(),) * (2 + len(TITLED))
+    titles = steps.stage_titles(m)
+    return gr.update(maximum=depth), gr.update(value=f"Back to {layout.first()}"), *(f"### {titles[n]}" for n in TITLED)
+
+
+TITLED = ("head", "lens")  # the stages whose titles differ by model (steps.stage_titles)
 
 
 # ---------------------------------------------------------------- layout and wiring
@@ -166,7 +170,9 @@ def build() -> dict:
         c["following"] = gr.Markdown(elem_id="step-following")
         c["note"] = gr.Markdown(elem_classes=["vv-note"])
     for name, title in STAGES:
-        gr.Markdown(f"### {title}")
+        heading = gr.Markdown(f"### {title}")
+        if name in TITLED:
+            c[f"title_{name}"] = heading
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=320):
                 wide = ["vv-wide"] if name != "input" else []  # a phone scrolls the wide ones
@@ -185,7 +191,11 @@ def wire(c: dict, shell: Shell, explore: dict, tab: gr.Tab) -> dict:
     inputs = [image, shell.model_dd, c["which_block"], explore["patch"], *words, shell.state]
     outputs = PAGE.components({**c, "state": shell.state})
     redraw = dict(fn=step_page, inputs=inputs, outputs=outputs)
-    fit = dict(fn=block_range, inputs=[shell.model_dd, shell.state], outputs=[c["which_block"], c["to_cls"]])
+    fit = dict(
+        fn=fitted,
+        inputs=[shell.model_dd, shell.state],
+        outputs=[c["which_block"], c["to_cls"], *(c[f"title_{n}"] for n in TITLED)],
+    )
     page = follow_image(tab, image, shell, redraw, open_tab, follow, fit, copies("steps", c, explore))
     about = (
         "One image through the ViT stage by stage: a picture and a sentence per stage, for a chosen block and token."
