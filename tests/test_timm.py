@@ -271,7 +271,7 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     assert sim.shape[0] > 224  # the similarity map with its title and colour bar
     assert "knows" not in menu.model_choices()[0][0]
     controls = switch.controls_for(reg, Visitor(), progress=lambda *a, **k: None)
-    assert "no classifier" in controls[10]["label"] and controls[9] == ""
+    assert "no classifier" in controls[10]["label"].lower() and controls[9] == ""
     named = dict(zip(switch.CHANGED.names, controls))
     assert named["target"]["visible"] is False and named["method"]["visible"] is False  # no class controls
     for k in ("help_sees", "help_class_map", "help_lens"):  # no line speaks of predicting or a class's map
