@@ -28,9 +28,20 @@ FIRST_SCREEN = (
 )
 
 
+REFUSED: list = []  # every request of the walk below (the tests sharing `page`) that was refused or failed
+
+
 @pytest.fixture(scope="module")
 def page(browser):
-    pg = open_page(browser, 1400, 1000)
+    b, url = browser
+    pg = b.new_page(viewport={"width": 1400, "height": 1000})
+    pg.on("response", lambda r: REFUSED.append((r.status, r.url)) if r.status >= 400 else None)
+    pg.on(  # a picture replaced while it loads is aborted by the browser itself: not a refusal
+        "requestfailed",
+        lambda r: REFUSED.append((r.failure, r.url)) if "ABORTED" not in (r.failure or "") else None,
+    )
+    pg.goto(url)
+    wait_change(pg, "rollout", None)
     yield pg
     pg.close()
 
@@ -335,3 +346,29 @@ def test_typing_in_the_class_menu_filters_it_rather_than_adding_to_its_text(page
     page.wait_for_function("() => document.querySelectorAll('ul[role=listbox] li').length > 0", timeout=5_000)
     assert [t.strip() for t in options.all_inner_texts()] == ["cat"]  # the ten classes filtered to the one typed
     page.keyboard.press("Escape")
+
+
+@pytest.mark.parametrize("elem_id,typed", (("discard", "0.5"), ("alpha", "0.3")))
+def test_a_value_typed_into_a_sliders_box_applies_on_enter(browser, elem_id, typed):
+    """ "Discard weakest" and "Every map: opacity": a value typed key by key into the box, then Enter, with the box
+    still focused (nothing else done): the rollout is redrawn and the slider shows the value (a value applies as
+    it is typed, so it has by the time Enter is pressed)."""
+    pg = open_page(browser, 1280, 720)
+    try:
+        before = image_src(pg, "rollout")
+        number = pg.locator(f"#{elem_id} input[type=number]").first
+        number.fill("")
+        number.press_sequentially(typed, delay=80)
+        number.press("Enter")
+        wait_change(pg, "rollout", before)
+        assert float(pg.locator(f"#{elem_id} input[type=range]").first.input_value()) == float(typed)
+    finally:
+        pg.close()
+
+
+def test_no_request_of_the_walk_was_refused(page):
+    """Last of the walk through every tab on one page (the tests above that share `page`): no request the page
+    made was refused (no 4xx or 5xx: a picture's file, an upload, an event) or failed."""
+    page.get_by_role("tab", name="Explore").click()
+    page.wait_for_timeout(1000)
+    assert not REFUSED, REFUSED[:5]
