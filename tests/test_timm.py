@@ -284,6 +284,7 @@ def test_the_app_serves_a_model_without_a_classifier_and_a_typed_name(tmp_path, 
     titles = steps_tab.fitted(reg, Visitor())[2:]  # the head's and the read-out's stages say what this model has
     assert titles[0].startswith("### 6. No head") and not any("predict" in t or "logit" in t for t in titles)
     assert "logit" in steps_tab.fitted("cifar10", Visitor())[-1]
+    assert steps_tab.fitted("cifar10", Visitor())[2:] == tuple(f"### {t}" for t in steps_tab.steps.TITLES.values())
     assert model_tab.model_view(reg, 30)[0] is not None
     left = compare.compare(image, reg, "cifar10")
     assert "has no classifier" in left[-2] and "no top 5" in left[-2] and left[-1] == ""

@@ -238,6 +238,12 @@ def test_a_siglip_page_names_its_pooling_query_and_never_a_cls(served_models, tm
     assert changed["to_cls"]["value"] == "Back to the pooling query"
     assert "-1 the pooling query" in changed["patch"]["label"]
     assert "sigmoid" in changed["top5"]["label"]
+    from vitviz.app.tabs import steps as steps_tab
+
+    assert (
+        "sigmoid" in steps_tab.fitted("hf:test/siglip", v)[2]
+        and "softmax" not in steps_tab.fitted("hf:test/siglip", v)[2]
+    )
     path = tmp_path / "photo.png"
     photo(6, (50, 40)).save(path)
     view, _, ex, v = explore.explore_view({"path": str(path)}, "hf:test/siglip", labels="cat, dog", state=v)

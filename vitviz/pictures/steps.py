@@ -200,12 +200,19 @@ def _block(model: LoadedViT, w: Walk, block: int, row: int, stand_in: bool = Fal
     )
 
 
+TITLES = {"head": "6. The head: logits, softmax, prediction", "lens": "Over depth: the logit lens"}  # a classifier's
+
+
 def stage_titles(model: LoadedViT) -> dict[str, str]:
     """The titles of the stages that differ by model (the head, and the read-out over depth), by stage name: a
-    model without a classifier has neither logits nor a logit lens."""
+    model without a classifier has neither logits nor a logit lens; one scored in words compares the image with
+    each label, by its own rule (CLIP's softmax, SigLIP's sigmoid for each)."""
     if not model.card.classes:
         return {"head": "6. No head: the features are the output", "lens": "Over depth: nothing to read out"}
-    return {"head": "6. The head: logits, softmax, prediction", "lens": "Over depth: the logit lens"}
+    if model.zero_shot:
+        rule = "a sigmoid for each" if model.adapter.words.sigmoid else "softmax"
+        return {**TITLES, "head": f"6. The head: the image against each label ({rule})"}
+    return TITLES
 
 
 NO_HEAD = (

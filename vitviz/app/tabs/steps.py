@@ -27,8 +27,8 @@ STAGES = [  # (picture field, title)
     ("embedding", "3. The patch embedding"),
     ("positions", "4. The CLS token and the positional embedding"),
     ("block", "5. The encoder blocks, one at a time"),
-    ("head", "6. The head: logits, softmax, prediction"),
-    ("lens", "Over depth: the logit lens"),
+    ("head", steps.TITLES["head"]),  # these two as a classifier's: each model's own set when it is chosen
+    ("lens", steps.TITLES["lens"]),
 ]
 
 
