@@ -3,6 +3,7 @@ for the browser and the Hugging Face cache."""
 
 import io
 import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -249,6 +250,32 @@ def use_hub_cache(monkeypatch, cache) -> None:
 
     monkeypatch.setattr(hf, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(hf, "HF_HUB_OFFLINE", True)
+
+
+PLAIN = re.compile(r"-?\d{1,3}(,\d{3})*(\.\d+)?")  # a plain decimal: no exponent, no unit
+
+
+def colour_bars_read(page, url: str, elem_ids) -> int:
+    """Read every colour bar of the pictures #elem_ids show (fetched as the browser fetches them; tests/reading.py
+    reads their pixels) and check each as a visitor would: plain decimals, distinct and rising, or "lowest" and
+    "highest" (tiles each with their own range). The number of bars with numbers."""
+    import httpx
+    from reading import read_ticks
+
+    numbers = 0
+    for name in elem_ids:
+        src = page.locator(f"#{name} img").first.get_attribute("src")
+        data = httpx.get(src if src.startswith("http") else url.rstrip("/") + src).content
+        for ticks in read_ticks(np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))):
+            if ticks[0] == "lowest":
+                assert ticks[2] == "highest", (name, ticks)
+                continue
+            written = [t for t in ticks if t]
+            assert all(PLAIN.fullmatch(t) for t in written), (name, ticks)
+            values = [float(t.replace(",", "")) for t in written]
+            assert len(values) >= 2 and values == sorted(set(values)), (name, ticks)
+            numbers += 1
+    return numbers
 
 
 def open_on_photo(page, url: str, path: str, timeout: float = 90_000) -> str:

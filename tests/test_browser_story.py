@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SHOTS, image_src, open_page, settled, wait_change
+from helpers import SHOTS, colour_bars_read, image_src, open_page, settled, wait_change
 from PIL import Image
 
 from vitviz.data import gallery
 
 pytestmark = pytest.mark.usefixtures("small_data")
 SIZES = ((1280, 720), (390, 844))
+FIRST_MAPS = ("rollout", "class-map", "head-large")  # the first screen's maps, each with its colour bar
 TABS = ("Explore", "Step by step", "Take patches away", "Model", "Train", "Compare")
 PYTHON_NAMES = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception)\b|Traceback|\bErrno\b")
 
@@ -272,14 +273,20 @@ def test_large_type_reaches_the_pictures(browser, width, height):
     pg = open_page(browser, width, height)
     try:
         normal = picture(pg, "rollout")
+        numbers = colour_bars_read(pg, pg.url.split("?")[0], FIRST_MAPS) if width == 1280 else 2
         pg.screenshot(path=str(SHOTS / f"explore-{width}x{height}-normal.png"))
         before = image_src(pg, "rollout")
+        shown = {name: image_src(pg, name) for name in FIRST_MAPS}
         pg.locator("#large-type input").check()
         wait_change(pg, "rollout", before)
         large = picture(pg, "rollout")
         # the same map with its title and colour-bar text half as large again: the picture grows in height only
         assert large.shape[1] == normal.shape[1] and large.shape[0] > normal.shape[0] + 20
         if width == 1280:
+            for name in FIRST_MAPS[1:]:
+                wait_change(pg, name, shown[name])
+            # the first screen's colour bars, as read off the pictures: plain decimals, distinct, at both sizes
+            assert numbers >= 2 and colour_bars_read(pg, pg.url.split("?")[0], FIRST_MAPS) >= 2
             b = pg.locator("#top5").bounding_box()
             assert b["y"] + b["height"] <= height  # the prediction stays on the first screen
         pg.screenshot(path=str(SHOTS / f"explore-{width}x{height}-large.png"))
@@ -287,43 +294,44 @@ def test_large_type_reaches_the_pictures(browser, width, height):
         pg.close()
 
 
-@pytest.mark.parametrize("elem_id", ("heads", "lens"))
-def test_a_phone_keeps_a_scrolled_pictures_labels_title_and_colour_bar_in_view(browser, elem_id):
-    """Scrolled to its right end on a phone, a wide picture shows at the screen's left its own rows' labels,
-    title and colour bar (the pixels the picture has there), while its cells between them have moved."""
+def test_a_phone_keeps_a_scrolled_pictures_labels_title_and_colour_bar_in_view(browser):
+    """Scrolled to its right end on a phone, a wide picture (every head's attention; the logit lens) shows at the
+    screen's left its own rows' labels, title and colour bar (the pixels the picture has there), while its cells
+    between them have moved."""
     pg = open_page(browser, 390, 844)
     try:
-        pg.locator(f"#{elem_id}").scroll_into_view_if_needed()
-        src = wait_change(pg, elem_id, None)
-        left, top, bottom = map(int, re.search(r"-f(\d+)-(\d+)-(\d+)\.jpg$", src).groups())
-        own = picture(pg, elem_id).astype(int)
-        box = f"document.querySelector('#{elem_id} .image-container')"
-        pg.evaluate(f"() => {{ const b = {box}; b.scrollLeft = b.scrollWidth; }}")
-        pg.wait_for_function(
-            f"() => {box}.scrollLeft > 0 && "
-            f"getComputedStyle({box}.querySelector('.vv-frozen') || document.body).display === 'block'"
-        )
-        pg.wait_for_timeout(300)  # the layer painted
-        shift = pg.evaluate(f"() => {box}.scrollLeft")
-        w = pg.evaluate(f"() => Math.min({box}.clientWidth, {box}.querySelector('img').clientWidth)")
-        img = pg.locator(f"#{elem_id} img").bounding_box()
-        assert round(img["width"]) == own.shape[1] and left > 20 and 0 < top < bottom < own.shape[0]
-        pg.locator(f"#{elem_id}").scroll_into_view_if_needed()
-        img = pg.locator(f"#{elem_id} img").bounding_box()
-        x0 = pg.locator(f"#{elem_id} .image-container").bounding_box()["x"]
-        clip = {"x": x0, "y": img["y"], "width": w, "height": own.shape[0]}
-        seen = np.asarray(Image.open(io.BytesIO(pg.screenshot(clip=clip))).convert("RGB")).astype(int)
-        own = own[: seen.shape[0]]  # a row fewer where the picture sits at a fraction of a pixel
+        for elem_id in ("heads", "lens"):
+            pg.locator(f"#{elem_id}").scroll_into_view_if_needed()
+            src = wait_change(pg, elem_id, None)
+            left, top, bottom = map(int, re.search(r"-f(\d+)-(\d+)-(\d+)\.jpg$", src).groups())
+            own = picture(pg, elem_id).astype(int)
+            box = f"document.querySelector('#{elem_id} .image-container')"
+            pg.evaluate(f"() => {{ const b = {box}; b.scrollLeft = b.scrollWidth; }}")
+            pg.wait_for_function(
+                f"() => {box}.scrollLeft > 0 && "
+                f"getComputedStyle({box}.querySelector('.vv-frozen') || document.body).display === 'block'"
+            )
+            pg.wait_for_timeout(300)  # the layer painted
+            shift = pg.evaluate(f"() => {box}.scrollLeft")
+            w = pg.evaluate(f"() => Math.min({box}.clientWidth, {box}.querySelector('img').clientWidth)")
+            img = pg.locator(f"#{elem_id} img").bounding_box()
+            assert round(img["width"]) == own.shape[1] and left > 20 and 0 < top < bottom < own.shape[0]
+            pg.locator(f"#{elem_id}").scroll_into_view_if_needed()
+            img = pg.locator(f"#{elem_id} img").bounding_box()
+            x0 = pg.locator(f"#{elem_id} .image-container").bounding_box()["x"]
+            clip = {"x": x0, "y": img["y"], "width": w, "height": own.shape[0]}
+            seen = np.asarray(Image.open(io.BytesIO(pg.screenshot(clip=clip))).convert("RGB")).astype(int)
+            own = own[: seen.shape[0]]  # a row fewer where the picture sits at a fraction of a pixel
 
-        def near(a, b):  # the same pixels, as two JPEG decoders give them
-            return np.abs(a - b).mean() < 4
+            def near(a, b):  # the same pixels, as two JPEG decoders give them
+                return np.abs(a - b).mean() < 4
 
-        assert near(seen[top:bottom, :left], own[top:bottom, :left])  # the rows' labels
-        assert near(seen[:top, :w], own[:top, :w])  # the title
-        assert near(seen[bottom:, :w], own[bottom:, :w])  # the colour bar and its words
-        cells = seen[top:bottom, left:w]
-        assert not near(cells, own[top:bottom, left:w])  # the cells have moved...
-        assert near(cells, own[top:bottom, left + shift : w + shift])  # ...by the scroll
-        pg.screenshot(path=str(SHOTS / f"phone-scrolled-{elem_id}.png"))
+            assert near(seen[top:bottom, :left], own[top:bottom, :left]), elem_id  # the rows' labels
+            assert near(seen[:top, :w], own[:top, :w]), elem_id  # the title
+            assert near(seen[bottom:, :w], own[bottom:, :w]), elem_id  # the colour bar and its words
+            cells = seen[top:bottom, left:w]
+            assert not near(cells, own[top:bottom, left:w]), elem_id  # the cells have moved...
+            assert near(cells, own[top:bottom, left + shift : w + shift]), elem_id  # ...by the scroll
+            pg.screenshot(path=str(SHOTS / f"phone-scrolled-{elem_id}.png"))
     finally:
         pg.close()
