@@ -302,7 +302,14 @@ def test_a_phone_keeps_a_scrolled_pictures_labels_title_and_colour_bar_in_view(b
     try:
         for elem_id in ("heads", "lens"):
             pg.locator(f"#{elem_id}").scroll_into_view_if_needed()
-            src = wait_change(pg, elem_id, None)
+            # the phone's own drawing (the page first shows the one drawn before it knew the screen's width)
+            pg.wait_for_function(
+                """id => { const i = document.querySelector('#' + id + ' img');
+                          return i && i.complete && i.naturalWidth > 0 && /-f\\d+-\\d+-\\d+\\.jpg$/.test(i.src); }""",
+                arg=elem_id,
+                timeout=30_000,
+            )
+            src = image_src(pg, elem_id)
             left, top, bottom = map(int, re.search(r"-f(\d+)-(\d+)-(\d+)\.jpg$", src).groups())
             own = picture(pg, elem_id).astype(int)
             box = f"document.querySelector('#{elem_id} .image-container')"
