@@ -104,12 +104,14 @@ def image_src(page, elem_id: str):
     return loc.first.get_attribute("src") if loc.count() else None
 
 
-def wait_change(page, elem_id: str, old, timeout: float = 30_000):
-    """Wait until #elem_id shows a loaded picture whose src is not `old`; its src."""
+def wait_change(page, elem_id: str, old, timeout: float = 30_000, matching: str = ""):
+    """Wait until #elem_id shows a loaded picture whose src is not `old` (and matches the regular expression
+    `matching`, if given); its src."""
     page.wait_for_function(
-        """([id, old]) => { const i = document.querySelector('#' + id + ' img');
-                           return i && i.complete && i.naturalWidth > 0 && i.getAttribute('src') !== old; }""",
-        arg=[elem_id, old],
+        """([id, old, matching]) => { const i = document.querySelector('#' + id + ' img');
+                           return i && i.complete && i.naturalWidth > 0 && i.getAttribute('src') !== old
+                                  && new RegExp(matching).test(i.src); }""",
+        arg=[elem_id, old, matching],
         timeout=timeout,
     )
     return image_src(page, elem_id)

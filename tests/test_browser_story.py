@@ -294,6 +294,9 @@ def test_large_type_reaches_the_pictures(browser, width, height):
         pg.close()
 
 
+MARKS = r"-f(\d+)-(\d+)-(\d+)\.jpg$"  # where a phone's wide picture has its words (picfiles.file_name)
+
+
 def test_a_phone_keeps_a_scrolled_pictures_labels_title_and_colour_bar_in_view(browser):
     """Scrolled to its right end on a phone, a wide picture (every head's attention; the logit lens) shows at the
     screen's left its own rows' labels, title and colour bar (the pixels the picture has there), while its cells
@@ -302,15 +305,9 @@ def test_a_phone_keeps_a_scrolled_pictures_labels_title_and_colour_bar_in_view(b
     try:
         for elem_id in ("heads", "lens"):
             pg.locator(f"#{elem_id}").scroll_into_view_if_needed()
-            # the phone's own drawing (the page first shows the one drawn before it knew the screen's width)
-            pg.wait_for_function(
-                """id => { const i = document.querySelector('#' + id + ' img');
-                          return i && i.complete && i.naturalWidth > 0 && /-f\\d+-\\d+-\\d+\\.jpg$/.test(i.src); }""",
-                arg=elem_id,
-                timeout=30_000,
-            )
-            src = image_src(pg, elem_id)
-            left, top, bottom = map(int, re.search(r"-f(\d+)-(\d+)-(\d+)\.jpg$", src).groups())
+            # the phone's own drawing, with its marks (the page first shows the one drawn before it knew its width)
+            src = wait_change(pg, elem_id, None, matching=MARKS)
+            left, top, bottom = map(int, re.search(MARKS, src).groups())
             own = picture(pg, elem_id).astype(int)
             box = f"document.querySelector('#{elem_id} .image-container')"
             pg.evaluate(f"() => {{ const b = {box}; b.scrollLeft = b.scrollWidth; }}")
